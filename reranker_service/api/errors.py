@@ -1,0 +1,59 @@
+"""One place that maps errors to HTTP answers; internals never leak into a response."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from reranker_service.exceptions import EngineNotReadyError, OverloadedError, RequestTooLargeError, ServiceError
+
+__all__ = ["error_body", "install_error_handlers"]
+
+logger = logging.getLogger(__name__)
+
+
+def error_body(kind: str, message: str, **extra: object) -> dict[str, object]:
+    """The JSON error shape: ``{"error": {"type", "message"}, ...}``."""
+    return {"error": {"type": kind, "message": message}, **extra}
+
+
+def _describe(errors: list[dict[str, object]]) -> str:
+    parts = []
+    for err in errors[:5]:
+        location = ".".join(str(p) for p in err.get("loc", ()) if p != "body")  # type: ignore[union-attr]
+        parts.append(f"{location or 'body'}: {err.get('msg')}")
+    return "; ".join(parts)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers on ``app``."""
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
+        return JSONResponse(status_code=422, content=error_body("invalid_request", _describe(errors), detail=errors))
+
+    @app.exception_handler(OverloadedError)
+    async def overloaded(request: Request, exc: OverloadedError) -> JSONResponse:
+        return JSONResponse(status_code=429, content=error_body("overloaded", str(exc)),
+                            headers={"Retry-After": str(max(1, round(exc.retry_after)))})
+
+    @app.exception_handler(RequestTooLargeError)
+    async def too_large(request: Request, exc: RequestTooLargeError) -> JSONResponse:
+        return JSONResponse(status_code=413, content=error_body("request_too_large", str(exc)))
+
+    @app.exception_handler(EngineNotReadyError)
+    async def not_ready(request: Request, exc: EngineNotReadyError) -> JSONResponse:
+        return JSONResponse(status_code=503, content=error_body("not_ready", str(exc)), headers={"Retry-After": "1"})
+
+    @app.exception_handler(ServiceError)
+    async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
+        return JSONResponse(status_code=400, content=error_body("bad_request", str(exc)))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unhandled error on %s %s", request.method, request.url.path)
+        return JSONResponse(status_code=500, content=error_body("internal_error", "internal server error"))

@@ -1,0 +1,32 @@
+"""``harvest serve``: run the reranker API with uvicorn."""
+
+from __future__ import annotations
+
+import click
+
+from trajectory_lake.cli import dataclass_options
+from reranker_service.settings import Settings
+
+__all__ = ["serve_command"]
+
+
+@click.command("serve")
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(["critical", "error", "warning", "info", "debug"]))
+@dataclass_options(Settings)
+def serve_command(log_level: str, **options: object) -> None:
+    """Serve a registered value model: POST /v1/rerank, GET /health, /ready, /docs."""
+    import uvicorn
+
+    from reranker_service.api import create_app
+    from value_model import ModelNotFoundError
+
+    try:
+        settings = Settings.from_env(**options)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    app = create_app(settings)
+    try:
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level)
+    except ModelNotFoundError as exc:
+        raise click.ClickException(str(exc)) from exc

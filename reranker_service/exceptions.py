@@ -1,0 +1,25 @@
+"""The error hierarchy of ``reranker_service``; :mod:`reranker_service.api.errors` maps it to HTTP."""
+
+from __future__ import annotations
+
+__all__ = ["EngineNotReadyError", "OverloadedError", "RequestTooLargeError", "ServiceError"]
+
+
+class ServiceError(Exception):
+    """Base class of every error the service raises on purpose."""
+
+
+class OverloadedError(ServiceError):
+    """The request queue is full; the client should retry after ``retry_after`` seconds (HTTP 429)."""
+
+    def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class EngineNotReadyError(ServiceError):
+    """The engine has no model loaded yet or is shutting down (HTTP 503)."""
+
+
+class RequestTooLargeError(ServiceError):
+    """A request exceeds a configured limit (candidates, bytes) (HTTP 413)."""

@@ -1,0 +1,51 @@
+"""Small readers shared by the trajectory_lake tests (plain functions, no IO beyond the given paths)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from trajectory_lake import IngestReport, Lake
+
+# The tables an ingest fills with data (``ingests`` gets a row per ingest by design, and ``quarantine``
+# and ``rerank_events`` are not data).
+DATA_TABLES = ("runs", "tasks", "trajectories", "steps", "candidates", "outcomes")
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Every non-blank line of a JSONL file, parsed."""
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def table_state(lake: Lake, tables: tuple[str, ...] = DATA_TABLES) -> dict[str, tuple[int, int]]:
+    """``table -> (latest version, row count)``."""
+    return {table: (lake.version(table), lake.read(table).height) for table in tables}
+
+
+def unreconciled(report: IngestReport) -> dict[str, dict[str, int]]:
+    """The tables whose counts break ``read == written + duplicate + quarantined`` (empty when all hold)."""
+    return {
+        table: vars(counts)
+        for table, counts in report.counts.items()
+        if counts.read != counts.written + counts.duplicate + counts.quarantined
+    }
+
+
+def swe_candidates(lake: Lake) -> pl.DataFrame:
+    """One row per candidate with its run's name (``system``), instance id and ``resolved`` value (if any)."""
+    runs = lake.read("runs").select("run_id", pl.col("name").alias("system"))
+    resolved = (
+        lake.read("outcomes")
+        .filter(pl.col("name") == "resolved")
+        .select("candidate_id", pl.col("value").alias("resolved"), "evaluator")
+    )
+    return (
+        lake.read("candidates")
+        .join(runs, on="run_id", how="left")
+        .join(resolved, on="candidate_id", how="left")
+        .with_columns(instance_id=pl.col("task_id").str.strip_prefix("swe-bench/"))
+    )

@@ -1,0 +1,168 @@
+"""The ``harvest`` command line as a user runs it: ``harvest ingest`` and ``harvest lake versions|history``.
+
+Under test: ``trajectory_lake.cli.main`` through ``click.testing.CliRunner``, with subcommands resolved
+through the installed ``harvest.commands`` entry points exactly as the ``harvest`` script does. ``main``
+keeps the subcommands it has loaded on the group object, so each test starts from the state a fresh
+process sees (see the ``harvest`` fixture).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Iterator
+from importlib.metadata import EntryPoint, EntryPoints, entry_points
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner, Result
+
+from trajectory_lake import IngestReport, Lake, ingest
+from trajectory_lake.cli import main
+
+CANDIDATES = "swebench-lite/candidates/mini-swe-agent-2.2.7_deepseek-chat.jsonl"
+N_CANDIDATES = 70
+
+# ``main``'s own state before any command was resolved (captured at collection, before any test ran).
+_FRESH_MAIN_STATE = dict(vars(main))
+
+
+@pytest.fixture
+def harvest(monkeypatch: pytest.MonkeyPatch) -> Iterator[click.Group]:
+    """``main`` as a fresh ``harvest`` process sees it (restored after the test)."""
+    for name in set(vars(main)) - set(_FRESH_MAIN_STATE):
+        monkeypatch.delattr(main, name)
+    for name, value in _FRESH_MAIN_STATE.items():
+        monkeypatch.setattr(main, name, copy.copy(value))
+    yield main
+
+
+def _run(cli: click.Group, *args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+def _ok(result: Result) -> Result:
+    assert result.exit_code == 0, (
+        f"exit {result.exit_code}; exception {result.exception!r}\n"
+        f"--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
+    )
+    return result
+
+
+@pytest.fixture
+def with_broken_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The installed ``ingest`` and ``lake`` commands plus a ``train`` entry point whose module is missing."""
+    ours = [ep for ep in entry_points(group="harvest.commands") if ep.value.startswith("trajectory_lake.")]
+    assert {ep.name for ep in ours} == {"ingest", "lake"}
+    broken = EntryPoint(
+        name="train", value="harvest_missing_package.cli:train_command", group="harvest.commands"
+    )
+    monkeypatch.setattr(
+        "trajectory_lake.cli.entry_points", lambda **select: EntryPoints([*ours, broken]).select(**select)
+    )
+
+
+@pytest.fixture(scope="module")
+def ingested(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Lake, IngestReport]:
+    """A lake with one real candidate file, ingested through the library; the commands only read it."""
+    lake = Lake(tmp_path_factory.mktemp("cli") / "lake")
+    return lake, ingest([shared_data / CANDIDATES], lake)
+
+
+class TestIngestCommand:
+    def test_ingest_json_prints_counts_and_versions(self, harvest, shared_data, tmp_path):
+        lake_dir = tmp_path / "lake"
+        result = _ok(
+            _run(harvest, "ingest", str(shared_data / CANDIDATES), "--lake", str(lake_dir), "--json")
+        )
+        report = json.loads(result.stdout)
+        assert report["lake"] == str(lake_dir.resolve())
+        assert report["counts"]["candidates"] == {
+            "read": N_CANDIDATES,
+            "written": N_CANDIDATES,
+            "duplicate": 0,
+            "quarantined": 0,
+        }
+        assert report["counts"]["outcomes"]["written"] == N_CANDIDATES
+        assert report["totals"]["quarantined"] == 0
+        assert report["versions"]["candidates"] == 1
+        assert report["sources"] == {(shared_data / CANDIDATES).resolve().as_uri(): "swebench-predictions"}
+        lake = Lake(lake_dir)
+        assert lake.read("candidates").height == N_CANDIDATES
+        assert lake.history("candidates")[0]["harvest.ingest_id"] == report["ingest_id"]
+
+    def test_ingest_twice_prints_every_record_as_a_duplicate(self, harvest, shared_data, tmp_path):
+        args = ("ingest", str(shared_data / CANDIDATES), "--lake", str(tmp_path / "lake"), "--json")
+        _ok(_run(harvest, *args))
+        report = json.loads(_ok(_run(harvest, *args)).stdout)
+        assert report["totals"]["written"] == 0
+        assert report["counts"]["candidates"]["duplicate"] == N_CANDIDATES
+        assert set(report["versions"]) == {"ingests"}
+
+    def test_ingest_prints_a_table_of_counts_without_json(self, harvest, shared_data, tmp_path):
+        result = _ok(_run(harvest, "ingest", str(shared_data / CANDIDATES), "--lake", str(tmp_path / "lake")))
+        (line,) = [line for line in result.stdout.splitlines() if line.startswith("candidates")]
+        assert line.split() == ["candidates", str(N_CANDIDATES), str(N_CANDIDATES), "0", "0", "1"]
+
+    def test_ingest_of_a_missing_path_exits_non_zero_with_a_clear_message(self, harvest, tmp_path):
+        missing = tmp_path / "no-such-run"
+        result = _run(harvest, "ingest", str(missing), "--lake", str(tmp_path / "lake"), "--json")
+        assert result.exit_code == 1, result.exception
+        assert f"Error: no such file or directory: {missing}" in result.stderr
+        assert result.stdout == ""
+        assert not (tmp_path / "lake").exists()
+
+    def test_ingest_without_a_path_is_a_usage_error(self, harvest, tmp_path):
+        result = _run(harvest, "ingest", "--lake", str(tmp_path / "lake"))
+        assert result.exit_code == 2
+        assert "Missing argument 'PATHS...'" in result.stderr
+
+    def test_ingest_runs_when_another_packages_command_cannot_be_imported(
+        self, harvest, with_broken_command, shared_data, tmp_path
+    ):
+        """A subcommand contributed by another package must not take ``harvest ingest`` down with it."""
+        result = _ok(
+            _run(harvest, "ingest", str(shared_data / CANDIDATES), "--lake", str(tmp_path / "lake"), "--json")
+        )
+        assert json.loads(result.stdout)["counts"]["candidates"]["written"] == N_CANDIDATES
+
+    def test_help_lists_every_command_when_one_cannot_be_imported(self, harvest, with_broken_command):
+        result = _ok(_run(harvest, "--help"))
+        listed = re.findall(r"^  (\w+)", result.stdout.split("Commands:")[1], re.M)
+        assert {"ingest", "lake", "train"} <= set(listed)
+
+
+class TestLakeCommands:
+    def test_lake_versions_prints_each_tables_version_and_row_count(self, harvest, ingested):
+        lake, _ = ingested
+        result = _ok(_run(harvest, "lake", "versions", "--lake", lake.uri))
+        rows = {
+            m[1]: (int(m[2]), int(m[3]))
+            for m in re.finditer(r"^(\w+)\s+v(\d+)\s+(\d+) rows$", result.stdout, re.M)
+        }
+        assert rows["candidates"] == (1, N_CANDIDATES)
+        assert rows["runs"] == (1, 1)
+        assert rows["tasks"] == (0, 0)
+        assert rows["ingests"] == (1, 1)
+
+    def test_lake_history_prints_commits_with_their_ingest_id(self, harvest, ingested):
+        lake, report = ingested
+        result = _ok(_run(harvest, "lake", "history", "candidates", "--lake", lake.uri))
+        lines = result.stdout.splitlines()
+        assert [line.split()[0] for line in lines] == ["v1", "v0"]
+        assert lines[0].split()[1] == "WRITE"
+        meta = json.loads(lines[0].split(maxsplit=2)[2])
+        assert meta["harvest.ingest_id"] == report.ingest_id
+        assert meta["harvest.adapters"] == "swebench-predictions"
+
+    def test_lake_history_of_an_unknown_table_is_a_usage_error(self, harvest, ingested):
+        result = _run(harvest, "lake", "history", "rollouts", "--lake", ingested[0].uri)
+        assert result.exit_code == 2
+        assert "'rollouts' is not one of" in result.stderr
+
+    def test_lake_history_of_a_lake_without_tables_exits_non_zero(self, harvest, tmp_path):
+        result = _run(harvest, "lake", "history", "candidates", "--lake", str(tmp_path / "nowhere"))
+        assert result.exit_code == 1, result.exception
+        assert "lake table 'candidates' not found" in result.stderr

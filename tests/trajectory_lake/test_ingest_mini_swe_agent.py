@@ -1,0 +1,252 @@
+"""Ingesting a real mini-swe-agent run folder (``../shared/data/formats/mini-swe-agent``).
+
+Under test: the mini-swe-agent trajectory adapter together with the SWE-bench predictions and report
+adapters, read as one run group: ``*.traj.json`` files become trajectories with one step per message,
+their submissions become patch candidates labelled by the matching ``*.report.json``, ``preds.json``
+entries without a trajectory become step-less trajectories of the same run, and non-data files are
+reported as skipped. Expected values come from the files.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from tests.trajectory_lake._helpers import read_jsonl, unreconciled
+from trajectory_lake import IngestReport, Lake, ingest
+
+TRAJ_IDS = ("django__django-11099", "django__django-11133")
+
+
+@pytest.fixture(scope="module")
+def mini_dir(shared_data: Path) -> Path:
+    return shared_data / "formats" / "mini-swe-agent"
+
+
+def _traj_path(mini_dir: Path, instance_id: str) -> Path:
+    return mini_dir / f"deepseek-chat_lite_{instance_id}.traj.json"
+
+
+def _report_path(mini_dir: Path, instance_id: str) -> Path:
+    return mini_dir / f"deepseek-chat_lite_{instance_id}.report.json"
+
+
+@pytest.fixture(scope="module")
+def trajs(mini_dir: Path) -> dict[str, dict[str, Any]]:
+    return {iid: json.loads(_traj_path(mini_dir, iid).read_text(encoding="utf-8")) for iid in TRAJ_IDS}
+
+
+@pytest.fixture(scope="module")
+def reports(mini_dir: Path) -> dict[str, dict[str, Any]]:
+    return {iid: json.loads(_report_path(mini_dir, iid).read_text(encoding="utf-8"))[iid] for iid in TRAJ_IDS}
+
+
+@pytest.fixture(scope="module")
+def preds(mini_dir: Path) -> dict[str, dict[str, Any]]:
+    return json.loads((mini_dir / "deepseek-chat_lite_preds.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def mini(mini_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Lake, IngestReport]:
+    """The folder ingested once into a fresh lake; tests only read it."""
+    lake = Lake(tmp_path_factory.mktemp("mini") / "lake")
+    return lake, ingest([mini_dir], lake)
+
+
+def _trajectory(lake: Lake, instance_id: str) -> dict[str, Any]:
+    (row,) = lake.read("trajectories").filter(pl.col("task_id") == f"swe-bench/{instance_id}").to_dicts()
+    return row
+
+
+def _steps(lake: Lake, instance_id: str) -> pl.DataFrame:
+    trajectory_id = _trajectory(lake, instance_id)["trajectory_id"]
+    return lake.read("steps").filter(pl.col("trajectory_id") == trajectory_id).sort("step_index")
+
+
+def _candidate(lake: Lake, instance_id: str) -> dict[str, Any]:
+    (row,) = lake.read("candidates").filter(pl.col("task_id") == f"swe-bench/{instance_id}").to_dicts()
+    return row
+
+
+class TestMiniSweAgentTrajectories:
+    @pytest.mark.parametrize("instance_id", TRAJ_IDS)
+    def test_a_traj_json_becomes_a_trajectory_with_one_step_per_message(self, mini, trajs, instance_id):
+        lake, _ = mini
+        messages = trajs[instance_id]["messages"]
+        trajectory = _trajectory(lake, instance_id)
+        steps = _steps(lake, instance_id)
+        assert trajectory["source_format"] == "mini-swe-agent:mini-swe-agent-1.1"
+        assert trajectory["n_steps"] == len(messages)
+        assert steps.height == len(messages)
+        assert steps["step_index"].to_list() == list(range(len(messages)))
+        assert steps["role"].to_list() == [m["role"] for m in messages]
+
+    def test_the_step_counts_are_those_of_the_files(self, mini, trajs):
+        lake, _ = mini
+        assert {iid: len(t["messages"]) for iid, t in trajs.items()} == {
+            "django__django-11099": 86,
+            "django__django-11133": 266,
+        }
+        assert lake.read("steps").height == 86 + 266
+
+    def test_a_step_keeps_its_message_content(self, mini, trajs):
+        steps = _steps(mini[0], "django__django-11099")
+        assert steps["content"].to_list() == [m["content"] for m in trajs["django__django-11099"]["messages"]]
+
+    def test_a_tool_call_keeps_its_id_name_and_arguments(self, mini, trajs):
+        (source_call,) = trajs["django__django-11099"]["messages"][2]["tool_calls"]
+        step = _steps(mini[0], "django__django-11099").row(2, named=True)
+        assert step["role"] == "assistant"
+        (call,) = step["tool_calls"]
+        assert call["id"] == "call_00_cWu9hm1ghJYqVepsjovYftnv" == source_call["id"]
+        assert call["name"] == "bash"
+        assert json.loads(call["arguments"]) == {
+            "command": 'find . -type f -name "*.py" | grep -i validator | head -20'
+        }
+        assert call["arguments"] == source_call["function"]["arguments"]
+
+    def test_a_tool_observation_points_back_at_its_call(self, mini):
+        step = _steps(mini[0], "django__django-11099").row(3, named=True)
+        assert step["role"] == "tool"
+        assert step["tool_call_id"] == "call_00_cWu9hm1ghJYqVepsjovYftnv"
+        assert step["is_error"] is False  # returncode 0
+        assert step["content"].startswith("<returncode>0</returncode>")
+
+    @pytest.mark.parametrize("instance_id", TRAJ_IDS)
+    def test_the_submission_is_the_patch_candidate(self, mini, trajs, instance_id):
+        candidate = _candidate(mini[0], instance_id)
+        assert candidate["kind"] == "patch"
+        assert candidate["content"] == trajs[instance_id]["info"]["submission"]
+        assert candidate["trajectory_id"] == _trajectory(mini[0], instance_id)["trajectory_id"]
+
+    def test_the_trajectory_records_cost_and_exit_status_from_info(self, mini, trajs):
+        info = trajs["django__django-11099"]["info"]
+        trajectory = _trajectory(mini[0], "django__django-11099")
+        assert trajectory["exit_status"] == info["exit_status"] == "Submitted"
+        assert trajectory["cost_usd"] == pytest.approx(info["model_stats"]["instance_cost"])
+        assert trajectory["started_at"] <= trajectory["ended_at"]
+
+    def test_trajectories_and_predictions_share_one_run(self, mini, trajs):
+        lake, _ = mini
+        (run,) = lake.read("runs").to_dicts()
+        info = trajs["django__django-11099"]["info"]
+        assert run["harness"] == "mini-swe-agent"
+        assert run["harness_version"] == info["mini_version"]
+        assert run["model"] == info["config"]["model"]["model_name"] == "deepseek/deepseek-chat"
+        assert lake.read("trajectories")["run_id"].unique().to_list() == [run["run_id"]]
+
+
+class TestMiniSweAgentLabels:
+    @pytest.mark.parametrize("instance_id", TRAJ_IDS)
+    def test_the_resolved_label_comes_from_the_matching_report(self, mini, reports, instance_id):
+        candidate = _candidate(mini[0], instance_id)
+        outcomes = dict(
+            mini[0]
+            .read("outcomes")
+            .filter(pl.col("candidate_id") == candidate["candidate_id"])
+            .select("name", "value")
+            .iter_rows()
+        )
+        f2p = reports[instance_id]["tests_status"]["FAIL_TO_PASS"]
+        passed, failed = len(f2p["success"]), len(f2p["failure"])
+        assert outcomes == {
+            "resolved": float(reports[instance_id]["resolved"]),
+            "f2p_pass_rate": passed / (passed + failed),
+        }
+
+    def test_the_resolved_label_follows_a_report_that_says_unresolved(self, mini_dir, tmp_path):
+        run = tmp_path / "deepseek-run"
+        run.mkdir()
+        iid = "django__django-11099"
+        shutil.copy(_traj_path(mini_dir, iid), run)
+        report = json.loads(_report_path(mini_dir, iid).read_text(encoding="utf-8"))
+        report[iid]["resolved"] = False
+        (run / _report_path(mini_dir, iid).name).write_text(json.dumps(report), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([run], lake)
+        (resolved,) = lake.read("outcomes").filter(pl.col("name") == "resolved")["value"].to_list()
+        assert resolved == 0.0
+
+    def test_predictions_without_a_report_get_no_outcome(self, mini):
+        outcomes = mini[0].read("outcomes")
+        assert sorted(outcomes["task_id"].unique()) == [f"swe-bench/{iid}" for iid in TRAJ_IDS]
+        assert outcomes.height == 4  # resolved + f2p_pass_rate for each reported instance
+
+
+class TestMiniSweAgentPredictions:
+    def test_every_prediction_is_one_trajectory_of_the_run(self, mini, preds):
+        trajectories = mini[0].read("trajectories")
+        assert len(preds) == 100
+        assert trajectories.height == len(preds)
+        assert set(trajectories["task_id"]) == {f"swe-bench/{iid}" for iid in preds}
+
+    def test_predictions_without_a_trajectory_become_step_less_trajectories(self, mini, preds):
+        lake, _ = mini
+        bare = lake.read("trajectories").filter(pl.col("source_format") == "swebench-predictions")
+        assert set(bare["task_id"]) == {f"swe-bench/{iid}" for iid in preds if iid not in TRAJ_IDS}
+        assert bare["n_steps"].unique().to_list() == [0]
+        assert set(lake.read("steps")["trajectory_id"]).isdisjoint(bare["trajectory_id"])
+
+    def test_the_trajectory_file_wins_over_the_prediction_of_the_same_rollout(self, mini):
+        lake, report = mini
+        for iid in TRAJ_IDS:
+            assert _trajectory(lake, iid)["source_format"].startswith("mini-swe-agent")
+        assert report.counts["trajectories"].duplicate == len(TRAJ_IDS)
+        assert report.counts["candidates"].duplicate == len(TRAJ_IDS)
+
+    def test_a_prediction_patch_is_its_candidate_content(self, mini, preds):
+        candidate = _candidate(mini[0], "astropy__astropy-12907")
+        assert candidate["content"] == preds["astropy__astropy-12907"]["model_patch"]
+        assert candidate["content"].startswith("diff --git a/astropy/modeling/separable.py")
+
+
+class TestMiniSweAgentFolder:
+    def test_licence_and_markdown_files_are_reported_as_skipped(self, mini, mini_dir):
+        _, report = mini
+        assert sorted(report.skipped) == sorted(
+            str(mini_dir / name) for name in ("LICENSE.mini-swe-agent", "output_files.md")
+        )
+        assert all(not uri.endswith((".md", ".mini-swe-agent")) for uri in report.sources)
+
+    def test_every_data_file_is_read_by_the_expected_adapter(self, mini, mini_dir):
+        _, report = mini
+        by_name = {Path(uri).name: adapter for uri, adapter in report.sources.items()}
+        assert by_name == {
+            "deepseek-chat_lite_django__django-11099.traj.json": "mini-swe-agent",
+            "deepseek-chat_lite_django__django-11133.traj.json": "mini-swe-agent",
+            "deepseek-chat_lite_django__django-11099.report.json": "swebench-report",
+            "deepseek-chat_lite_django__django-11133.report.json": "swebench-report",
+            "deepseek-chat_lite_preds.json": "swebench-predictions",
+        }
+
+    def test_nothing_is_quarantined_and_counts_reconcile(self, mini):
+        lake, report = mini
+        assert report.total("quarantined") == 0
+        assert lake.read("quarantine").height == 0
+        assert unreconciled(report) == {}
+        assert report.warnings == []
+
+
+class TestTasksFromSeveralSources:
+    def test_the_dataset_task_row_wins_over_a_trajectory_prompt_in_one_batch(
+        self, shared_data, mini_dir, tmp_path
+    ):
+        """A trajectory's task row (prompt parsed from the agent's first message, no repo, commit or gold
+        patch) must not replace the benchmark's own row of the same task when both come in one ingest."""
+        tasks_file = shared_data / "swebench-lite" / "tasks.jsonl"
+        (source,) = [r for r in read_jsonl(tasks_file) if r["instance_id"] == "django__django-11099"]
+        lake = Lake(tmp_path / "lake")
+        ingest([tasks_file, _traj_path(mini_dir, "django__django-11099")], lake)
+        (task,) = lake.read("tasks").filter(pl.col("task_id") == "swe-bench/django__django-11099").to_dicts()
+        assert (task["benchmark"], task["repo"], task["base_commit"]) == (
+            "swe-bench-lite",
+            "django/django",
+            source["base_commit"],
+        )
+        assert task["reference"] == source["patch"]
+        assert task["prompt"] == source["problem_statement"]

@@ -1,0 +1,194 @@
+"""Bad input during ingest: malformed records, unreadable files, missing paths, and the raw-bytes cap.
+
+Under test: ``trajectory_lake.ingest``'s contract that a record it cannot normalise (and a file no adapter
+knows) goes to the ``quarantine`` table with the reason and its raw bytes while the rest of the batch goes
+in, that per-table counts reconcile (``read == written + duplicate + quarantined``), and that a path that
+does not exist fails the whole ingest before anything is written. The good records are real SWE-bench
+candidate lines; the bad ones are real lines broken in one way each.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.trajectory_lake._helpers import DATA_TABLES, swe_candidates, table_state, unreconciled
+from trajectory_lake import TABLE_NAMES, IngestReport, Lake, ingest
+
+SOURCE = "swebench-lite/candidates/20240609_moatless_gpt4o.jsonl"
+N_GOOD = 3
+
+
+def _malformed_lines(shared_data: Path) -> tuple[list[str], list[str]]:
+    """Good real candidate lines, and three bad lines made from real ones (lines 4, 5 and 6 of the file)."""
+    lines = (shared_data / SOURCE).read_text(encoding="utf-8").splitlines()
+    good = lines[:N_GOOD]
+    truncated = lines[N_GOOD][: len(lines[N_GOOD]) // 2]
+    maybe = json.loads(lines[N_GOOD + 1])
+    maybe["resolved"] = "maybe"
+    not_a_string = json.loads(lines[N_GOOD + 2])
+    not_a_string["instance_id"] = 12345
+    return good, [truncated, json.dumps(maybe), json.dumps(not_a_string)]
+
+
+@pytest.fixture(scope="module")
+def malformed_file(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    good, bad = _malformed_lines(shared_data)
+    path = tmp_path_factory.mktemp("malformed") / "candidates.jsonl"
+    path.write_text("".join(line + "\n" for line in good + bad), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def malformed(malformed_file: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Lake, IngestReport]:
+    lake = Lake(tmp_path_factory.mktemp("malformed-lake") / "lake")
+    return lake, ingest([malformed_file], lake)
+
+
+def _quarantined(lake: Lake) -> dict[str, dict[str, Any]]:
+    """Quarantine rows by locator."""
+    return {row["locator"]: row for row in lake.read("quarantine").iter_rows(named=True)}
+
+
+class TestMalformedRecords:
+    def test_the_good_lines_are_ingested_beside_the_bad_ones(self, malformed, shared_data):
+        lake, _ = malformed
+        good, _ = _malformed_lines(shared_data)
+        expected = {(r["instance_id"], r["model_patch"], float(r["resolved"])) for r in map(json.loads, good)}
+        got = set(swe_candidates(lake).select("instance_id", "content", "resolved").iter_rows())
+        assert got == expected
+        assert lake.read("trajectories").height == N_GOOD
+
+    def test_each_bad_line_lands_in_quarantine_with_its_reason(self, malformed):
+        rows = _quarantined(malformed[0])
+        assert sorted(rows) == ["line 4", "line 5", "line 6"]
+        assert "invalid JSON" in rows["line 4"]["error"]
+        assert "field 'resolved' must be a boolean" in rows["line 5"]["error"]
+        assert "'maybe'" in rows["line 5"]["error"]
+        assert "field 'instance_id' must be a non-empty string, got 12345" in rows["line 6"]["error"]
+
+    def test_a_quarantined_row_keeps_the_raw_bytes_of_its_line(self, malformed, shared_data):
+        rows = _quarantined(malformed[0])
+        _, bad = _malformed_lines(shared_data)
+        for locator, line in zip(("line 4", "line 5", "line 6"), bad, strict=True):
+            raw = line.encode()
+            assert rows[locator]["raw"] == raw
+            assert rows[locator]["raw_size"] == len(raw)
+            assert rows[locator]["raw_truncated"] is False
+
+    def test_a_quarantined_row_says_where_it_came_from(self, malformed, malformed_file):
+        lake, report = malformed
+        for row in _quarantined(lake).values():
+            assert row["source_uri"] == malformed_file.resolve().as_uri()
+            assert row["adapter"] == "swebench-predictions"
+            assert row["ingest_id"] == report.ingest_id
+            assert row["quarantine_id"].startswith("b2:")
+
+    def test_counts_reconcile_for_every_table(self, malformed):
+        _, report = malformed
+        assert unreconciled(report) == {}
+        assert report.total("quarantined") == 3
+        assert report.counts["candidates"].written == N_GOOD
+
+    def test_the_ingests_row_records_the_quarantined_count(self, malformed):
+        lake, report = malformed
+        (row,) = lake.read("ingests").to_dicts()
+        assert row["ingest_id"] == report.ingest_id
+        assert row["n_quarantined"] == 3
+        assert row["n_written"] == report.total("written")
+        assert json.loads(row["counts"])["candidates"]["written"] == N_GOOD
+
+    def test_reingesting_the_bad_lines_adds_no_quarantine_rows(self, malformed_file, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([malformed_file], lake)
+        before = table_state(lake, (*DATA_TABLES, "quarantine"))
+        again = ingest([malformed_file], lake)
+        assert table_state(lake, (*DATA_TABLES, "quarantine")) == before
+        assert again.total("written") == 0
+        assert unreconciled(again) == {}
+
+
+class TestUnreadableFiles:
+    def test_an_empty_file_named_explicitly_is_quarantined(self, tmp_path):
+        path = tmp_path / "preds.jsonl"
+        path.write_bytes(b"")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([path], lake)
+        (row,) = lake.read("quarantine").to_dicts()
+        assert row["error"] == "empty file"
+        assert row["raw"] == b""
+        assert row["source_uri"] == path.resolve().as_uri()
+        assert report.sources == {path.resolve().as_uri(): "quarantined"}
+        assert report.total("quarantined") == 1
+
+    def test_an_unknown_format_file_named_explicitly_is_quarantined(self, shared_data, tmp_path):
+        licence = shared_data / "formats" / "mini-swe-agent" / "LICENSE.mini-swe-agent"
+        lake = Lake(tmp_path / "lake")
+        report = ingest([licence], lake)
+        (row,) = lake.read("quarantine").to_dicts()
+        assert row["error"].startswith("unknown format")
+        assert row["raw"] == licence.read_bytes()
+        assert row["raw_size"] == licence.stat().st_size
+        assert report.sources == {licence.resolve().as_uri(): "quarantined"}
+        assert report.skipped == []
+        assert all(lake.read(table).height == 0 for table in ("runs", "tasks", "trajectories", "candidates"))
+
+    def test_a_missing_path_raises_file_not_found_and_creates_no_lake(self, tmp_path):
+        missing = tmp_path / "no-such-run"
+        with pytest.raises(FileNotFoundError, match="no such file or directory"):
+            ingest([missing], Lake(tmp_path / "lake"))
+        assert not (tmp_path / "lake").exists()
+
+    def test_a_missing_path_among_good_ones_writes_nothing(self, shared_data, tmp_path):
+        lake = Lake(tmp_path / "lake").create()
+        before = table_state(lake, TABLE_NAMES)
+        with pytest.raises(FileNotFoundError, match=r"no-such-file\.jsonl"):
+            ingest([shared_data / SOURCE, tmp_path / "no-such-file.jsonl"], lake)
+        assert table_state(lake, TABLE_NAMES) == before
+
+    def test_identical_bad_files_at_two_paths_get_distinct_quarantine_ids(self, tmp_path):
+        """``quarantine_id`` is the table's key; two records in one ingest must not share it."""
+        for name in ("run-a", "run-b"):
+            (tmp_path / name).mkdir()
+            (tmp_path / name / "preds.jsonl").write_bytes(b"")
+        lake = Lake(tmp_path / "lake")
+        ingest([tmp_path / "run-a" / "preds.jsonl", tmp_path / "run-b" / "preds.jsonl"], lake)
+        quarantine = lake.read("quarantine")
+        assert quarantine.height == 2
+        assert quarantine["quarantine_id"].n_unique() == 2
+
+
+class TestRawBytesCap:
+    def test_raw_bytes_are_capped_and_the_original_size_kept(self, malformed_file, shared_data, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([malformed_file], lake, max_raw_bytes=10)
+        rows = _quarantined(lake)
+        _, bad = _malformed_lines(shared_data)
+        for locator, line in zip(("line 4", "line 5", "line 6"), bad, strict=True):
+            raw = line.encode()
+            assert rows[locator]["raw"] == raw[:10]
+            assert len(rows[locator]["raw"]) == 10
+            assert rows[locator]["raw_size"] == len(raw)
+            assert rows[locator]["raw_truncated"] is True
+
+    def test_a_record_exactly_at_the_cap_is_kept_whole(self, malformed_file, shared_data, tmp_path):
+        _, bad = _malformed_lines(shared_data)
+        sizes = sorted(len(line.encode()) for line in bad)
+        assert sizes[0] < sizes[1] < sizes[2]
+        cap = sizes[1]  # one bad line under the cap, one exactly at it, one over it
+        lake = Lake(tmp_path / "lake")
+        ingest([malformed_file], lake, max_raw_bytes=cap)
+        by_size = {row["raw_size"]: row for row in _quarantined(lake).values()}
+        assert by_size[sizes[0]]["raw_truncated"] is False
+        assert by_size[sizes[1]]["raw_truncated"] is False
+        assert len(by_size[sizes[1]]["raw"]) == cap
+        assert by_size[sizes[2]]["raw_truncated"] is True
+        assert len(by_size[sizes[2]]["raw"]) == cap
+
+    def test_a_negative_cap_is_rejected_before_anything_is_written(self, malformed_file, tmp_path):
+        with pytest.raises(ValueError, match="max_raw_bytes must be >= 0"):
+            ingest([malformed_file], Lake(tmp_path / "lake"), max_raw_bytes=-1)
+        assert not (tmp_path / "lake").exists()

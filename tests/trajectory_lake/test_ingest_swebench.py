@@ -1,0 +1,291 @@
+"""Ingesting the real SWE-bench candidate sets (``../shared/data/swebench-lite`` and ``swebench-verified``).
+
+Under test: ``trajectory_lake.ingest`` with the SWE-bench tasks and labelled-predictions adapters. Every
+expectation is read from the source files themselves (or from the data README where it documents a
+number), so the tests check that tasks, candidates and verdicts arrive in the lake with their values
+intact, not merely that an ingest ran.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from tests.trajectory_lake._helpers import read_jsonl, swe_candidates, unreconciled
+from trajectory_lake import IngestReport, Lake, ingest
+
+# Documented in ../shared/data/README.md.
+LITE_TASKS = 210
+LITE_CANDIDATES = 1114
+LITE_SYSTEMS = 6
+
+
+@pytest.fixture(scope="module")
+def lite_dir(shared_data: Path) -> Path:
+    return shared_data / "swebench-lite"
+
+
+@pytest.fixture(scope="module")
+def lite_tasks(lite_dir: Path) -> dict[str, dict[str, Any]]:
+    return {row["instance_id"]: row for row in read_jsonl(lite_dir / "tasks.jsonl")}
+
+
+@pytest.fixture(scope="module")
+def lite_candidates(lite_dir: Path) -> list[dict[str, Any]]:
+    return [row for path in sorted((lite_dir / "candidates").glob("*.jsonl")) for row in read_jsonl(path)]
+
+
+@pytest.fixture(scope="module")
+def lite(lite_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Lake, IngestReport]:
+    """swebench-lite ingested once into a fresh lake; tests only read it."""
+    lake = Lake(tmp_path_factory.mktemp("lite") / "lake")
+    return lake, ingest([lite_dir], lake)
+
+
+@pytest.fixture(scope="module")
+def verified_files(shared_data: Path) -> list[Path]:
+    return sorted((shared_data / "swebench-verified" / "candidates").glob("*.jsonl"))
+
+
+@pytest.fixture(scope="module")
+def lite_table(lite: tuple[Lake, IngestReport]) -> pl.DataFrame:
+    return swe_candidates(lite[0])
+
+
+def _candidate(frame: pl.DataFrame, instance_id: str, system: str) -> dict[str, Any]:
+    rows = frame.filter((pl.col("instance_id") == instance_id) & (pl.col("system") == system)).to_dicts()
+    assert len(rows) == 1, f"expected one candidate of {system} on {instance_id}, got {len(rows)}"
+    return rows[0]
+
+
+class TestSweBenchLiteTasks:
+    def test_every_task_line_becomes_one_task_row(self, lite, lite_tasks):
+        lake, _ = lite
+        tasks = lake.read("tasks")
+        assert len(lite_tasks) == LITE_TASKS
+        assert tasks.height == LITE_TASKS
+        assert set(tasks["instance_id"]) == set(lite_tasks)
+        assert set(tasks["task_id"]) == {f"swe-bench/{iid}" for iid in lite_tasks}
+
+    def test_tasks_are_swe_tasks_of_the_lite_benchmark(self, lite):
+        tasks = lite[0].read("tasks")
+        assert tasks["domain"].unique().to_list() == ["swe"]
+        assert tasks["benchmark"].unique().to_list() == ["swe-bench-lite"]
+
+    def test_a_task_prompt_is_its_problem_statement(self, lite, lite_tasks):
+        source = lite_tasks["django__django-11099"]
+        (task,) = (
+            lite[0].read("tasks").filter(pl.col("task_id") == "swe-bench/django__django-11099").to_dicts()
+        )
+        assert task["prompt"] == source["problem_statement"]
+        assert task["prompt"].startswith("UsernameValidator allows trailing newline in usernames\n")
+        assert task["repo"] == "django/django"
+        assert task["base_commit"] == "d26b2424437dabeeca94d7900b37d2df4410da0c"
+        assert task["reference"] == source["patch"]
+
+    def test_task_metadata_keeps_the_columns_without_a_field(self, lite, lite_tasks):
+        source = lite_tasks["django__django-11099"]
+        (task,) = lite[0].read("tasks").filter(pl.col("instance_id") == "django__django-11099").to_dicts()
+        metadata = json.loads(task["metadata"])
+        assert metadata["test_patch"] == source["test_patch"]
+        assert metadata["FAIL_TO_PASS"] == source["FAIL_TO_PASS"]
+        assert metadata["version"] == source["version"]
+
+
+class TestSweBenchLiteCandidates:
+    def test_every_candidate_line_becomes_one_patch_candidate(self, lite, lite_candidates):
+        candidates = lite[0].read("candidates")
+        assert len(lite_candidates) == LITE_CANDIDATES
+        assert candidates.height == len(lite_candidates)
+        assert candidates["kind"].unique().to_list() == ["patch"]
+        assert candidates["candidate_id"].n_unique() == candidates.height
+
+    def test_each_system_has_as_many_candidates_as_lines_in_its_file(self, lite_table, lite_candidates):
+        expected = Counter(row["system"] for row in lite_candidates)
+        got = dict(lite_table.group_by("system").len().iter_rows())
+        assert got == dict(expected)
+        assert got["20240623_moatless_claude-3.5-sonnet"] == 204
+
+    def test_each_system_becomes_one_run(self, lite, lite_candidates):
+        runs = lite[0].read("runs")
+        assert runs.height == LITE_SYSTEMS
+        assert set(runs["name"]) == {row["system"] for row in lite_candidates}
+        assert runs["benchmark"].unique().to_list() == ["swe-bench-lite"]
+
+    def test_each_candidate_has_its_own_step_less_trajectory(self, lite, lite_candidates):
+        lake, _ = lite
+        trajectories = lake.read("trajectories")
+        assert trajectories.height == len(lite_candidates)
+        assert trajectories["n_steps"].unique().to_list() == [0]
+        assert lake.read("steps").height == 0
+        assert set(lake.read("candidates")["trajectory_id"]) == set(trajectories["trajectory_id"])
+
+    def test_candidate_content_is_the_model_patch_of_its_instance_and_system(
+        self, lite_table, lite_candidates
+    ):
+        (source,) = [
+            r
+            for r in lite_candidates
+            if r["instance_id"] == "django__django-11099" and r["system"] == "20240402_sweagent_gpt4"
+        ]
+        candidate = _candidate(lite_table, "django__django-11099", "20240402_sweagent_gpt4")
+        assert candidate["content"] == source["model_patch"]
+        assert candidate["content"].startswith("diff --git a/django/contrib/auth/validators.py")
+        assert candidate["content_sha256"] == hashlib.sha256(source["model_patch"].encode()).hexdigest()
+
+    def test_empty_model_patches_stay_empty_candidates_of_empty_patch_trajectories(
+        self, lite, lite_candidates
+    ):
+        lake, _ = lite
+        empty_in_files = sum(1 for row in lite_candidates if row["model_patch"] == "")
+        assert empty_in_files > 0  # the data set has some; otherwise this test checks nothing
+        assert lake.read("candidates").filter(pl.col("content") == "").height == empty_in_files
+        assert (
+            lake.read("trajectories").filter(pl.col("exit_status") == "empty_patch").height == empty_in_files
+        )
+
+
+class TestSweBenchLiteOutcomes:
+    def test_every_candidate_gets_one_resolved_outcome(self, lite, lite_candidates):
+        outcomes = lite[0].read("outcomes")
+        assert outcomes.height == len(lite_candidates)
+        assert outcomes["name"].unique().to_list() == ["resolved"]
+        assert outcomes["candidate_id"].n_unique() == outcomes.height
+        assert set(outcomes["value"].unique()) == {0.0, 1.0}
+
+    def test_resolved_outcomes_count_the_resolved_lines_of_the_files(self, lite, lite_candidates):
+        resolved_in_files = sum(1 for row in lite_candidates if row["resolved"] is True)
+        assert lite[0].read("outcomes").filter(pl.col("value") == 1.0).height == resolved_in_files
+        assert resolved_in_files == 271  # 39 + 43 + 47 + 53 + 51 + 38, per the data README
+
+    def test_each_candidate_carries_its_own_lines_verdict(self, lite_table, lite_candidates):
+        expected = {(r["system"], r["instance_id"]): float(r["resolved"]) for r in lite_candidates}
+        got = {(r["system"], r["instance_id"]): r["resolved"] for r in lite_table.iter_rows(named=True)}
+        assert got == expected
+        assert (
+            _candidate(lite_table, "astropy__astropy-14365", "mini-swe-agent-2.2.7_deepseek-chat")["resolved"]
+            == 1.0
+        )
+        assert _candidate(lite_table, "astropy__astropy-14365", "20240402_sweagent_gpt4")["resolved"] == 0.0
+
+    def test_the_outcome_evaluator_is_the_lines_label_source(self, lite_table, lite_candidates):
+        expected = {(r["system"], r["instance_id"]): r["label_source"] for r in lite_candidates}
+        got = {(r["system"], r["instance_id"]): r["evaluator"] for r in lite_table.iter_rows(named=True)}
+        assert got == expected
+
+
+class TestSweBenchLiteReport:
+    def test_report_counts_reconcile_for_every_table(self, lite):
+        _, report = lite
+        assert unreconciled(report) == {}
+        assert report.total("quarantined") == 0
+
+    def test_report_counts_what_was_written(self, lite, lite_candidates):
+        _, report = lite
+        assert report.counts["tasks"].written == LITE_TASKS
+        assert report.counts["candidates"].written == len(lite_candidates)
+        assert report.counts["outcomes"].written == len(lite_candidates)
+        assert report.counts["runs"].written == LITE_SYSTEMS
+        assert report.counts["runs"].duplicate == len(lite_candidates) - LITE_SYSTEMS
+
+    def test_every_file_is_read_by_the_expected_adapter(self, lite, lite_dir):
+        _, report = lite
+        assert report.sources[(lite_dir / "tasks.jsonl").resolve().as_uri()] == "swebench-tasks"
+        candidate_files = sorted((lite_dir / "candidates").glob("*.jsonl"))
+        assert len(candidate_files) == LITE_SYSTEMS
+        for path in candidate_files:
+            assert report.sources[path.resolve().as_uri()] == "swebench-predictions"
+        assert report.skipped == []
+
+    def test_every_written_row_carries_the_ingest_id(self, lite):
+        lake, report = lite
+        for table in ("runs", "tasks", "trajectories", "candidates", "outcomes"):
+            assert lake.read(table)["ingest_id"].unique().to_list() == [report.ingest_id], table
+
+
+class TestSweBenchVerifiedLabels:
+    """The verified candidate files carry JSON booleans; labelled sets in the wild also write the strings
+    ``"True"``/``"False"`` (a pandas round trip), so both spellings must land as 1.0 / 0.0."""
+
+    def test_boolean_verdicts_ingest_as_one_and_zero(self, verified_files, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        report = ingest(verified_files, lake)
+        rows = [row for path in verified_files for row in read_jsonl(path)]
+        expected = {(r["system"], r["instance_id"]): 1.0 if r["resolved"] else 0.0 for r in rows}
+        got = {
+            (r["system"], r["instance_id"]): r["resolved"] for r in swe_candidates(lake).iter_rows(named=True)
+        }
+        assert got == expected
+        assert sum(expected.values()) == 66  # 23 + 22 + 21 resolved lines
+        assert report.total("quarantined") == 0
+
+    def test_string_verdicts_ingest_as_one_and_zero(self, verified_files, tmp_path):
+        rows = read_jsonl(verified_files[0])[:12]
+        for row in rows:
+            row["resolved"] = str(bool(row["resolved"]))  # "True" / "False"
+        assert {row["resolved"] for row in rows} == {"True", "False"}
+        path = tmp_path / verified_files[0].name
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([path], lake)
+        expected = {r["instance_id"]: 1.0 if r["resolved"] == "True" else 0.0 for r in rows}
+        got = dict(swe_candidates(lake).select("instance_id", "resolved").iter_rows())
+        assert got == expected
+        assert report.total("quarantined") == 0
+
+
+class TestPredictionFileLayouts:
+    """The same real prediction lines, laid out as the harness and leaderboards write them."""
+
+    @pytest.fixture
+    def lines(self, lite_dir: Path) -> list[str]:
+        path = lite_dir / "candidates" / "20240609_moatless_gpt4o.jsonl"
+        return path.read_text(encoding="utf-8").splitlines()[:3]
+
+    def _ingested(self, path: Path) -> tuple[IngestReport, pl.DataFrame]:
+        lake = Lake(path.parent / "lake")
+        report = ingest([path], lake)
+        return report, swe_candidates(lake)
+
+    def test_a_jsonl_file_with_several_lines_gives_one_candidate_per_line(self, lines, tmp_path):
+        path = tmp_path / "preds.jsonl"
+        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        report, candidates = self._ingested(path)
+        assert sorted(candidates["instance_id"]) == sorted(json.loads(line)["instance_id"] for line in lines)
+        assert report.total("quarantined") == 0
+
+    def test_a_jsonl_file_with_a_single_line_gives_one_candidate(self, lines, tmp_path):
+        path = tmp_path / "preds.jsonl"
+        path.write_text(lines[0] + "\n", encoding="utf-8")
+        source = json.loads(lines[0])
+        report, candidates = self._ingested(path)
+        assert report.total("quarantined") == 0
+        assert candidates.select("instance_id", "content", "resolved").rows() == [
+            (source["instance_id"], source["model_patch"], float(source["resolved"]))
+        ]
+
+    def test_a_json_array_gives_one_candidate_per_element(self, lines, tmp_path):
+        path = tmp_path / "preds.json"
+        path.write_text(json.dumps([json.loads(line) for line in lines], indent=1), encoding="utf-8")
+        report, candidates = self._ingested(path)
+        assert sorted(candidates["instance_id"]) == sorted(json.loads(line)["instance_id"] for line in lines)
+        assert report.total("quarantined") == 0
+
+    def test_a_json_array_of_a_mini_swe_agent_systems_predictions_is_read_as_predictions(
+        self, lite_dir, tmp_path
+    ):
+        """Prediction records whose ``system`` names mini-swe-agent are predictions, not a trajectory."""
+        source = lite_dir / "candidates" / "mini-swe-agent-2.2.7_deepseek-chat.jsonl"
+        records = read_jsonl(source)[:3]
+        path = tmp_path / "preds.json"
+        path.write_text(json.dumps(records, indent=1), encoding="utf-8")
+        report, candidates = self._ingested(path)
+        assert report.sources == {path.resolve().as_uri(): "swebench-predictions"}
+        assert sorted(candidates["instance_id"]) == sorted(r["instance_id"] for r in records)
+        assert report.total("quarantined") == 0

@@ -1,0 +1,201 @@
+"""What every adapter shares: the source file, the run group, the adapter ABC."""
+
+from __future__ import annotations
+
+import json
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, ClassVar
+
+from trajectory_lake._hashing import content_sha256
+from trajectory_lake.records import Bundle, Quarantined
+
+__all__ = ["Adapter", "Labels", "RunGroup", "SourceFile"]
+
+# instance id -> outcome name -> value (e.g. {"django__django-11099": {"resolved": 1.0}})
+Labels = dict[str, dict[str, float]]
+
+
+@dataclass(eq=False)
+class SourceFile:
+    """One input file, read whole (formats here are documents or line files of modest size).
+
+    Attributes:
+        path: where it was read from.
+        data: its bytes.
+    """
+
+    path: Path
+    data: bytes
+
+    @property
+    def uri(self) -> str:
+        """The file's absolute URI, recorded as ``source_uri``."""
+        return self.path.resolve().as_uri()
+
+    @cached_property
+    def sha256(self) -> str:
+        """SHA-256 of the bytes: identifies the source for exactly-once ingestion."""
+        return content_sha256(self.data)
+
+    @cached_property
+    def text(self) -> str:
+        """The file as UTF-8 text.
+
+        Raises:
+            UnicodeDecodeError: the file is not UTF-8.
+        """
+        return self.data.decode("utf-8")
+
+    @cached_property
+    def document(self) -> Any:  # noqa: ANN401 - any JSON document
+        """The file parsed as one JSON document.
+
+        Raises:
+            ValueError: it is not valid UTF-8 JSON (the message says where it breaks).
+        """
+        try:
+            return json.loads(self.text)
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"not UTF-8 text: {exc}") from exc
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"invalid JSON: {exc}") from exc
+
+    def head(self, n: int = 65536) -> bytes:
+        """The first ``n`` bytes, for cheap sniffing."""
+        return self.data[:n]
+
+    def first_json_lines(self, limit: int = 5) -> list[Any]:
+        """Up to ``limit`` JSON values from the first lines that parse (for sniffing JSONL)."""
+        out = []
+        for raw in self.head().splitlines():
+            if not raw.strip():
+                continue
+            try:
+                out.append(json.loads(raw))
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            if len(out) >= limit:
+                break
+        return out
+
+    def is_json_document(self) -> bool:
+        """Whether the file starts like a single JSON document (object or array), not JSONL."""
+        if self.path.name.endswith((".jsonl", ".ndjson")):
+            return False
+        stripped = self.head(4096).lstrip()
+        if not stripped.startswith((b"{", b"[")):
+            return False
+        lines = [line for line in self.head().splitlines() if line.strip()]
+        if len(lines) >= 2:
+            try:
+                json.loads(lines[0])
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                return True
+            return False  # the first line is a whole JSON value: JSONL
+        return True
+
+
+@dataclass
+class RunGroup:
+    """Files that describe one run (a harness output directory): trajectories, predictions, reports.
+
+    Adapters read their records in the context of the group, so a trajectory file and a prediction
+    file of the same run agree on the run id, and reports label the candidates of this run only.
+
+    Attributes:
+        key: the run directory.
+        labels: outcomes by instance id, gathered from the group's report files.
+        run_hints: harness / model / version seen in the group's files, used to name the run.
+    """
+
+    key: Path
+    labels: Labels = field(default_factory=dict)
+    run_hints: dict[str, str] = field(default_factory=dict)
+    matched: set[str] = field(default_factory=set)
+
+    @property
+    def run_name(self) -> str:
+        """The run's name: the directory's name (leaderboard submissions name runs this way)."""
+        return self.key.name or str(self.key)
+
+    def label(self, instance_id: str) -> dict[str, float]:
+        """The outcomes the group's reports give ``instance_id`` (and note that they were used)."""
+        found = self.labels.get(instance_id, {})
+        if found:
+            self.matched.add(instance_id)
+        return found
+
+
+_INSTANCE_LIKE = re.compile(r"^[A-Za-z0-9_.-]+__[A-Za-z0-9_.-]+-\d+$")
+_NESTED_DIRS = {"trajs", "trajectories", "logs", "results", "reports", "preds"}
+
+
+def run_dir_of(path: Path) -> Path:
+    """The run directory a harness output file belongs to.
+
+    ``<run>/<instance_id>/<instance_id>.traj.json`` and ``<run>/trajs/x.traj`` belong to ``<run>``;
+    anything else belongs to its own directory.
+    """
+    parent = path.parent
+    if _INSTANCE_LIKE.match(parent.name) or parent.name in _NESTED_DIRS:
+        return parent.parent
+    return parent
+
+
+class Adapter(ABC):
+    """Turns one source file into normalised records.
+
+    Subclasses set ``name`` (recorded as the trajectories' ``source_format`` and in commit metadata),
+    ``table`` (the table a malformed record is attributed to), and implement :meth:`sniff` and
+    :meth:`read`. Label-only adapters (harness reports) override :meth:`labels` instead of
+    :meth:`read`.
+    """
+
+    name: ClassVar[str]
+    table: ClassVar[str] = "trajectories"
+    # Within one run group, adapters with a higher rank are read first, so the richer source of a
+    # rollout (a full trajectory) wins over a bare prediction of the same rollout.
+    rank: ClassVar[int] = 0
+
+    @classmethod
+    @abstractmethod
+    def sniff(cls, source: SourceFile) -> bool:
+        """Whether this adapter reads ``source`` (by content, not by file name)."""
+
+    def hints(self, source: SourceFile) -> dict[str, str]:
+        """Run-level facts (harness, model, version) this source knows, to name its group's run."""
+        return {}
+
+    def labels(self, source: SourceFile) -> Iterator[tuple[str, dict[str, float]] | Quarantined]:
+        """Outcomes this source gives, by instance id (label sources only)."""
+        return iter(())
+
+    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
+        """The records of ``source``."""
+        return iter(())
+
+    def quarantine(self, locator: str, error: str, raw: bytes | str) -> Quarantined:
+        """A quarantine marker attributed to this adapter's table."""
+        if isinstance(raw, str):
+            raw = raw.encode("utf-8", "surrogatepass")
+        return Quarantined(table=self.table, locator=locator, error=f"{self.name}: {error}", raw=raw)
+
+    def iter_json_lines(self, source: SourceFile) -> Iterator[tuple[int, bytes, Any] | Quarantined]:
+        """``(line_number, raw, value)`` for each non-blank line; malformed lines come back quarantined."""
+        for number, raw in enumerate(source.data.splitlines(), start=1):
+            if not raw.strip():
+                continue
+            try:
+                value = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                yield self.quarantine(f"line {number}", f"not UTF-8 text: {exc}", raw)
+                continue
+            except json.JSONDecodeError as exc:
+                yield self.quarantine(f"line {number}", f"invalid JSON: {exc}", raw)
+                continue
+            yield number, raw, value

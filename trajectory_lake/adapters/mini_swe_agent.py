@@ -1,0 +1,205 @@
+"""mini-swe-agent trajectory files (``<instance_id>.traj.json``).
+
+Documented structure (mini-swe-agent ``docs/usage/output_files.md``, ``trajectory_format:
+mini-swe-agent-1.1`` and the older v1 layout without that key)::
+
+    {"info": {"model_stats": {"instance_cost", "api_calls"}, "config": {"agent", "model": {"model_name"},
+              ...}, "mini_version", "exit_status", "submission"},
+     "messages": [{"role", "content", "tool_calls"?, "tool_call_id"?, "reasoning_content"?,
+                   "extra": {"actions", "cost", "timestamp", "response", "returncode", ...}}, ...],
+     "trajectory_format": "mini-swe-agent-1.1", "instance_id": "..."}
+
+Text-mode models put the command in the content (``extra.actions``) and observations come back as
+``user`` messages; tool-calling models use ``tool_calls`` and ``role: "tool"`` observations. Both map
+to the same step rows; the submission becomes the ``patch`` candidate, labelled from the run's
+``report.json`` files.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile
+from trajectory_lake.adapters.swebench import FAMILY
+from trajectory_lake.records import (
+    Bundle,
+    Quarantined,
+    as_timestamp,
+    make_candidate,
+    make_outcome,
+    make_run,
+    make_step,
+    make_task,
+    make_trajectory,
+    normalise_tool_calls,
+    task_id_for,
+)
+
+__all__ = ["MiniSweAgentTrajectory"]
+
+_PR_DESCRIPTION = re.compile(r"<pr_description>\s*(?:Consider the following PR description:\s*)?(.*?)</pr_description>", re.S)
+_MAPPED_KEYS = {"role", "content", "tool_calls", "tool_call_id", "reasoning_content"}
+
+
+class MiniSweAgentTrajectory(Adapter):
+    """mini-swe-agent ``.traj.json`` → a trajectory with its steps, its submission and its label."""
+
+    name: ClassVar[str] = "mini-swe-agent"
+    rank: ClassVar[int] = 20
+
+    @classmethod
+    def sniff(cls, source: SourceFile) -> bool:
+        if not source.is_json_document():
+            return False
+        marker = source.head(65536) + source.data[-4096:]
+        if b"mini-swe-agent" not in marker and b'"mini_version"' not in marker:
+            return False  # cheap rejection before parsing
+        try:
+            document = source.document
+        except ValueError:
+            return False
+        if not isinstance(document, dict) or not isinstance(document.get("messages"), list):
+            return False
+        info = document.get("info")
+        return str(document.get("trajectory_format", "")).startswith("mini-swe-agent") or (
+            isinstance(info, dict) and "mini_version" in info
+        )
+
+    def hints(self, source: SourceFile) -> dict[str, str]:
+        try:
+            info = source.document.get("info") or {}
+        except (ValueError, AttributeError):
+            return {}
+        model = ((info.get("config") or {}).get("model") or {}).get("model_name")
+        hints = {"harness": "mini-swe-agent"}
+        if isinstance(model, str):
+            hints["model"] = model
+        if isinstance(info.get("mini_version"), str):
+            hints["harness_version"] = info["mini_version"]
+        return hints
+
+    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
+        try:
+            yield self._bundle(source, group)
+        except (ValueError, TypeError, AttributeError) as exc:
+            yield self.quarantine("$", str(exc), source.data)
+
+    def _bundle(self, source: SourceFile, group: RunGroup) -> Bundle:
+        document = source.document
+        if not isinstance(document, dict):
+            raise ValueError(f"expected a JSON object, got {type(document).__name__}")
+        info = document.get("info")
+        messages = document.get("messages")
+        if not isinstance(info, dict) or not isinstance(messages, list):
+            raise ValueError("expected 'info' (object) and 'messages' (array)")
+        instance_id = document.get("instance_id") or source.path.name.split(".traj")[0]
+        hints = self.hints(source)
+        run = make_run(
+            name=group.run_name,
+            harness="mini-swe-agent",
+            harness_version=hints.get("harness_version"),
+            model=hints.get("model") or group.run_hints.get("model"),
+            benchmark=None,
+            config=info.get("config"),
+        )
+        stats = info.get("model_stats") or {}
+        trajectory = make_trajectory(
+            run=run,
+            task_id=task_id_for(FAMILY, instance_id),
+            domain="swe",
+            source_format=f"{self.name}:{document.get('trajectory_format', 'v1')}",
+            source_uri=source.uri,
+            source_sha256=source.sha256,
+            exit_status=info.get("exit_status"),
+            n_steps=len(messages),
+            cost_usd=_float_or_none(stats.get("instance_cost")),
+            extra={k: v for k, v in info.items() if k not in ("config", "exit_status", "submission")},
+        )
+        steps = [self._step(trajectory, i, m) for i, m in enumerate(messages)]
+        times = [s["timestamp"] for s in steps if s["timestamp"] is not None]
+        tokens = [s["tokens"] for s in steps if s["tokens"] is not None]
+        trajectory.update(
+            started_at=min(times, default=None),
+            ended_at=max(times, default=None),
+            tokens=sum(tokens) if tokens else None,
+        )
+        bundle = Bundle(locator="$", priority=self.rank)
+        bundle.add("runs", run)
+        bundle.add("trajectories", trajectory)
+        bundle.extend("steps", steps)
+        task_prompt = _task_prompt(messages)
+        if task_prompt:
+            bundle.add(
+                "tasks",
+                make_task(
+                    task_id=trajectory["task_id"], domain="swe", benchmark=None, instance_id=instance_id,
+                    prompt=task_prompt, source_uri=source.uri,
+                ),
+            )
+        submission = info.get("submission")
+        if isinstance(submission, str):
+            candidate = make_candidate(trajectory, kind="patch", content=submission)
+            bundle.add("candidates", candidate)
+            for name, value in group.label(instance_id).items():
+                bundle.add("outcomes", make_outcome(candidate, name=name, value=value, source="harness",
+                                                    evaluator="swe-bench"))
+        return bundle
+
+    def _step(self, trajectory: dict[str, Any], index: int, message: Any) -> dict[str, Any]:  # noqa: ANN401
+        if not isinstance(message, dict):
+            raise ValueError(f"messages[{index}] must be an object, got {type(message).__name__}")
+        extra = message.get("extra") if isinstance(message.get("extra"), dict) else {}
+        tool_calls = normalise_tool_calls(message.get("tool_calls"))
+        if tool_calls is None and extra.get("actions"):
+            # Text-mode models: the parsed shell commands are the step's tool calls.
+            tool_calls = [
+                {"id": a.get("tool_call_id"), "name": "bash", "arguments": json.dumps({"command": a.get("command")})}
+                for a in extra["actions"]
+                if isinstance(a, dict)
+            ] or None
+        returncode = extra.get("returncode")
+        reasoning = message.get("reasoning_content")
+        if reasoning is None:
+            reasoning = _response_reasoning(extra.get("response"))
+        usage = (extra.get("response") or {}).get("usage") if isinstance(extra.get("response"), dict) else None
+        leftovers = {k: v for k, v in message.items() if k not in _MAPPED_KEYS}
+        return make_step(
+            trajectory,
+            index,
+            role=message.get("role"),
+            content=message.get("content"),
+            reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
+            tool_calls=tool_calls,
+            tool_call_id=message.get("tool_call_id") or extra.get("tool_call_id"),
+            is_error=(returncode != 0) if isinstance(returncode, int) else None,
+            tokens=usage.get("completion_tokens") if isinstance(usage, dict) else None,
+            timestamp=as_timestamp(extra.get("timestamp")),
+            extra=leftovers,
+        )
+
+
+def _float_or_none(value: Any) -> float | None:  # noqa: ANN401
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _response_reasoning(response: Any) -> str | None:  # noqa: ANN401
+    if not isinstance(response, dict):
+        return None
+    choices = response.get("choices") or []
+    if choices and isinstance(choices[0], dict):
+        message = choices[0].get("message") or {}
+        value = message.get("reasoning_content") if isinstance(message, dict) else None
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _task_prompt(messages: list[Any]) -> str | None:
+    """The task text: the PR description inside the first user message, else that whole message."""
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") == "user" and isinstance(message.get("content"), str):
+            match = _PR_DESCRIPTION.search(message["content"])
+            return (match.group(1) if match else message["content"]).strip()
+    return None

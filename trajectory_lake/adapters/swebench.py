@@ -1,0 +1,309 @@
+"""SWE-bench datasets, predictions and harness reports.
+
+Formats (from the SWE-bench harness and the published leaderboard submissions):
+
+* **tasks** — the Hugging Face dataset rows (``instance_id, repo, base_commit, problem_statement,
+  patch, test_patch, FAIL_TO_PASS, ...``) as JSONL or a JSON array;
+* **predictions** — ``all_preds.jsonl`` / ``preds.jsonl`` lines ``{instance_id, model_name_or_path,
+  model_patch}``, the ``preds.json`` object keyed by instance id, and labelled candidate sets that add
+  ``system`` and ``resolved`` to each line;
+* **reports** (labels only) — the per-instance ``report.json`` ``{iid: {resolved, tests_status}}``,
+  the run summary ``{resolved_ids, unresolved_ids, ...}`` and the older ``results.json``
+  ``{resolved: [...], applied: [...], ...}``.
+
+Each prediction becomes a trajectory (no steps unless a trajectory file of the same run adds them),
+its patch a ``patch`` candidate, and its verdict a ``resolved`` outcome.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile
+from trajectory_lake.records import (
+    Bundle,
+    Quarantined,
+    as_bool,
+    make_candidate,
+    make_outcome,
+    make_run,
+    make_task,
+    make_trajectory,
+    task_id_for,
+)
+
+__all__ = ["SweBenchPredictions", "SweBenchReport", "SweBenchTasks", "infer_benchmark"]
+
+FAMILY = "swe-bench"
+_TASK_COLUMNS = ("instance_id", "repo", "base_commit", "problem_statement", "patch")
+_BENCHMARK_RE = re.compile(r"swe[-_ ]?bench[-_ ]?(lite|verified|multimodal|full|extra|java|multilingual|live)")
+
+
+def infer_benchmark(value: Any, path: Path) -> str:  # noqa: ANN401 - a field value
+    """The benchmark name: the record's own field if it has one, else a name in the path, else ``swe-bench``.
+
+    Examples:
+        >>> infer_benchmark(None, Path("data/swebench-lite/tasks.jsonl"))
+        'swe-bench-lite'
+    """
+    if isinstance(value, str) and value:
+        return value
+    match = _BENCHMARK_RE.search(str(path).lower())
+    return f"swe-bench-{match.group(1)}" if match else FAMILY
+
+
+def _records(adapter: Adapter, source: SourceFile) -> Iterator[tuple[str, bytes, Any] | Quarantined]:
+    """``(locator, raw, value)`` for each record of a JSONL file, a JSON array or a JSON object keyed by id."""
+    if not source.is_json_document():
+        for item in adapter.iter_json_lines(source):
+            if isinstance(item, Quarantined):
+                yield item
+            else:
+                number, raw, value = item
+                yield f"line {number}", raw, value
+        return
+    try:
+        document = source.document
+    except ValueError as exc:
+        yield adapter.quarantine("$", str(exc), source.data)
+        return
+    if isinstance(document, dict) and _is_record(document):
+        yield "$", source.data, document  # one record on one line, written as a .json file
+    elif isinstance(document, list):
+        for index, value in enumerate(document):
+            yield f"$[{index}]", _raw(value), value
+    elif isinstance(document, dict):
+        for key, value in document.items():
+            if isinstance(value, dict) and "instance_id" not in value:
+                value = {**value, "instance_id": key}
+            yield f"$[{key!r}]", _raw(value), value
+    else:
+        yield adapter.quarantine("$", f"expected a JSON array or object, got {type(document).__name__}", source.data)
+
+
+def _is_record(document: dict[str, Any]) -> bool:
+    """Whether a JSON object is one record (not an object keyed by instance id)."""
+    return any(key in document for key in ("instance_id", "model_patch", "problem_statement"))
+
+
+def _raw(value: Any) -> bytes:  # noqa: ANN401 - any JSON value
+    import json
+
+    return json.dumps(value, ensure_ascii=False, default=str).encode()
+
+
+def _sample(source: SourceFile) -> list[Any]:
+    """A few records for sniffing, from either layout."""
+    if not source.is_json_document():
+        return source.first_json_lines()
+    try:
+        document = source.document
+    except ValueError:
+        return []
+    if isinstance(document, list):
+        return document[:5]
+    if isinstance(document, dict):
+        if _is_record(document):
+            return [document]
+        values = list(document.values())[:5]
+        return values if values and all(isinstance(v, dict) for v in values) else [document]
+    return []
+
+
+def _require_str(record: Mapping[str, Any], key: str) -> str:
+    value = record.get(key)
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"field {key!r} must be a non-empty string, got {value!r}")
+    return value
+
+
+class SweBenchTasks(Adapter):
+    """SWE-bench task instances (the dataset rows) → ``tasks``."""
+
+    name: ClassVar[str] = "swebench-tasks"
+    table: ClassVar[str] = "tasks"
+    rank: ClassVar[int] = 30  # the dataset's own task rows beat task text recovered from a trajectory
+
+    @classmethod
+    def sniff(cls, source: SourceFile) -> bool:
+        sample = _sample(source)
+        return bool(sample) and all(
+            isinstance(r, dict) and "instance_id" in r and "problem_statement" in r for r in sample
+        )
+
+    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
+        for item in _records(self, source):
+            if isinstance(item, Quarantined):
+                yield item
+                continue
+            locator, raw, record = item
+            try:
+                if not isinstance(record, dict):
+                    raise ValueError(f"expected an object, got {type(record).__name__}")
+                instance_id = _require_str(record, "instance_id")
+                prompt = _require_str(record, "problem_statement")
+                for key in ("repo", "base_commit", "patch"):
+                    if record.get(key) is not None and not isinstance(record[key], str):
+                        raise ValueError(f"field {key!r} must be a string, got {record[key]!r}")
+                metadata = {k: v for k, v in record.items() if k not in (*_TASK_COLUMNS, "benchmark")}
+                bundle = Bundle(locator=locator, priority=self.rank)
+                bundle.add(
+                    "tasks",
+                    make_task(
+                        task_id=task_id_for(FAMILY, instance_id),
+                        domain="swe",
+                        benchmark=infer_benchmark(record.get("benchmark"), source.path),
+                        instance_id=instance_id,
+                        repo=record.get("repo"),
+                        base_commit=record.get("base_commit"),
+                        prompt=prompt,
+                        reference=record.get("patch"),
+                        metadata=metadata,
+                        source_uri=source.uri,
+                    ),
+                )
+            except ValueError as exc:
+                yield self.quarantine(locator, str(exc), raw)
+                continue
+            yield bundle
+
+
+class SweBenchPredictions(Adapter):
+    """SWE-bench predictions (optionally labelled) → runs, trajectories, ``patch`` candidates, outcomes."""
+
+    name: ClassVar[str] = "swebench-predictions"
+    rank: ClassVar[int] = 0
+
+    @classmethod
+    def sniff(cls, source: SourceFile) -> bool:
+        sample = _sample(source)
+        return bool(sample) and all(
+            isinstance(r, dict) and "model_patch" in r and ("instance_id" in r or source.is_json_document())
+            for r in sample
+        )
+
+    def hints(self, source: SourceFile) -> dict[str, str]:
+        for record in _sample(source):
+            if isinstance(record, dict) and isinstance(record.get("model_name_or_path"), str):
+                return {"model": record["model_name_or_path"]}
+        return {}
+
+    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
+        for item in _records(self, source):
+            if isinstance(item, Quarantined):
+                yield item
+                continue
+            locator, raw, record = item
+            try:
+                yield self._bundle(source, group, locator, record)
+            except ValueError as exc:
+                yield self.quarantine(locator, str(exc), raw)
+
+    def _bundle(self, source: SourceFile, group: RunGroup, locator: str, record: Any) -> Bundle:  # noqa: ANN401
+        if not isinstance(record, dict):
+            raise ValueError(f"expected an object, got {type(record).__name__}")
+        instance_id = _require_str(record, "instance_id")
+        patch = record.get("model_patch")
+        if patch is None:
+            patch = ""  # the harness treats a null patch as an empty submission
+        if not isinstance(patch, str):
+            raise ValueError(f"field 'model_patch' must be a string, got {type(patch).__name__}")
+        system = record.get("system")
+        if system is not None and not isinstance(system, str):
+            raise ValueError(f"field 'system' must be a string, got {system!r}")
+        benchmark = infer_benchmark(record.get("benchmark"), source.path)
+        if system:  # a labelled candidate set: each line names its own run
+            run = make_run(name=system, benchmark=benchmark)
+        else:
+            run = make_run(
+                name=group.run_name,
+                harness=group.run_hints.get("harness"),
+                harness_version=group.run_hints.get("harness_version"),
+                model=record.get("model_name_or_path") or group.run_hints.get("model"),
+                benchmark=benchmark,
+            )
+        labels = dict(group.label(instance_id))
+        if record.get("resolved") is not None:
+            labels["resolved"] = float(as_bool(record["resolved"], what="field 'resolved'"))
+        extra = {k: v for k, v in record.items() if k not in ("instance_id", "model_patch", "resolved", "system")}
+        trajectory = make_trajectory(
+            run=run,
+            task_id=task_id_for(FAMILY, instance_id),
+            domain="swe",
+            source_format=self.name,
+            source_uri=source.uri,
+            source_sha256=source.sha256,
+            exit_status="submitted" if patch.strip() else "empty_patch",
+            extra=extra,
+        )
+        candidate = make_candidate(trajectory, kind="patch", content=patch)
+        bundle = Bundle(locator=locator, priority=self.rank)
+        bundle.add("runs", run)
+        bundle.add("trajectories", trajectory)
+        bundle.add("candidates", candidate)
+        evaluator = record.get("label_source") if isinstance(record.get("label_source"), str) else "swe-bench"
+        for name, value in labels.items():
+            bundle.add("outcomes", make_outcome(candidate, name=name, value=value, source="harness", evaluator=evaluator))
+        return bundle
+
+
+class SweBenchReport(Adapter):
+    """SWE-bench harness reports → ``resolved`` (and FAIL_TO_PASS pass-rate) labels for the run's candidates."""
+
+    name: ClassVar[str] = "swebench-report"
+    table: ClassVar[str] = "outcomes"
+    _SUMMARY_KEYS = ("resolved_ids", "unresolved_ids", "completed_ids", "submitted_ids")
+    _RESULTS_KEYS = ("resolved", "applied", "generated", "no_generation", "no_apply", "with_logs")
+
+    @classmethod
+    def sniff(cls, source: SourceFile) -> bool:
+        if not source.is_json_document():
+            return False
+        try:
+            document = source.document
+        except ValueError:
+            return False
+        if not isinstance(document, dict) or not document:
+            return False
+        if any(k in document for k in cls._SUMMARY_KEYS):
+            return True
+        if "resolved" in document and isinstance(document["resolved"], list):
+            return True
+        values = list(document.values())
+        return all(isinstance(v, dict) and "resolved" in v and "model_patch" not in v for v in values)
+
+    def labels(self, source: SourceFile) -> Iterator[tuple[str, dict[str, float]] | Quarantined]:
+        document = source.document
+        if any(k in document for k in self._SUMMARY_KEYS) or isinstance(document.get("resolved"), list):
+            yield from self._summary_labels(document)
+            return
+        for instance_id, report in document.items():
+            try:
+                out = {"resolved": float(as_bool(report.get("resolved"), what="field 'resolved'"))}
+                f2p = (report.get("tests_status") or {}).get("FAIL_TO_PASS") or {}
+                passed, failed = len(f2p.get("success") or []), len(f2p.get("failure") or [])
+                if passed + failed:
+                    out["f2p_pass_rate"] = passed / (passed + failed)
+            except (ValueError, AttributeError, TypeError) as exc:
+                yield self.quarantine(f"$[{instance_id!r}]", str(exc), _raw(report))
+                continue
+            yield instance_id, out
+
+    def _summary_labels(self, document: dict[str, Any]) -> Iterator[tuple[str, dict[str, float]] | Quarantined]:
+        resolved_key = "resolved_ids" if "resolved_ids" in document else "resolved"
+        resolved = document.get(resolved_key) or []
+        if not isinstance(resolved, list) or not all(isinstance(i, str) for i in resolved):
+            yield self.quarantine(f"$.{resolved_key}", "expected a list of instance ids", _raw(resolved))
+            return
+        evaluated: set[str] = set(resolved)
+        # Everything the harness evaluated but did not resolve counts as unresolved.
+        for key in ("unresolved_ids", "error_ids", "empty_patch_ids", "completed_ids", "applied", "generated"):
+            ids = document.get(key)
+            if isinstance(ids, list):
+                evaluated.update(i for i in ids if isinstance(i, str))
+        resolved_set = set(resolved)
+        for instance_id in sorted(evaluated):
+            yield instance_id, {"resolved": float(instance_id in resolved_set)}

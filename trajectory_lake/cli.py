@@ -1,0 +1,187 @@
+"""The ``harvest`` command.
+
+The group lives here; every package contributes subcommands through the ``harvest.commands`` entry
+point group (see ``pyproject.toml``), so the command line never makes this package import the
+packages to its right. Subcommands are thin: they parse flags, call the library, and print.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from importlib.metadata import entry_points
+from typing import Any
+
+import click
+
+from trajectory_lake.exceptions import LakeError
+from trajectory_lake.ingest import ingest
+from trajectory_lake.lake import Lake
+from trajectory_lake.paths import default_lake_uri
+from trajectory_lake.schema import TABLE_NAMES
+
+__all__ = ["dataclass_options", "lake_option", "main", "open_lake", "storage_option"]
+
+
+def _parse_storage_options(pairs: tuple[str, ...]) -> dict[str, str] | None:
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--storage-option")
+        options[key] = value
+    return options or None
+
+
+def lake_option(func: Any) -> Any:  # noqa: ANN401 - a click command
+    """``--lake URI`` (default ``$HARVEST_LAKE`` or ``~/.harvest/lake``)."""
+    return click.option(
+        "--lake",
+        "lake_uri",
+        default=None,
+        metavar="URI",
+        help="Lake root: a local path or s3://, gs://, az:// URI. [default: $HARVEST_LAKE or $HARVEST_HOME/lake]",
+    )(func)
+
+
+def storage_option(func: Any) -> Any:  # noqa: ANN401 - a click command
+    """``--storage-option KEY=VALUE`` (repeatable) for object stores."""
+    return click.option(
+        "--storage-option",
+        "storage_options",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Object-store option passed to delta-rs (repeatable), e.g. AWS_ENDPOINT_URL=http://127.0.0.1:9000.",
+    )(func)
+
+
+def open_lake(lake_uri: str | None, storage_options: tuple[str, ...] = ()) -> Lake:
+    """The lake a command works on."""
+    return Lake(lake_uri or default_lake_uri(), storage_options=_parse_storage_options(storage_options))
+
+
+@click.command("ingest")
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@lake_option
+@storage_option
+@click.option("--json", "as_json", is_flag=True, help="Print the ingest report as JSON.")
+@click.option("--max-raw-bytes", default=1 << 20, show_default=True, help="Raw bytes kept per quarantined record.")
+def ingest_command(
+    paths: tuple[str, ...], lake_uri: str | None, storage_options: tuple[str, ...], as_json: bool, max_raw_bytes: int
+) -> None:
+    """Ingest harness files or directories (format detected by content) into the lake."""
+    lake = open_lake(lake_uri, storage_options)
+    try:
+        report = ingest(list(paths), lake, max_raw_bytes=max_raw_bytes)
+    except FileNotFoundError as exc:
+        raise click.ClickException(str(exc)) from exc
+    except LakeError as exc:
+        raise click.ClickException(f"ingest failed: {exc}") from exc
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+        return
+    click.echo(f"ingest {report.ingest_id} into {report.lake}")
+    click.echo(f"{'table':<14}{'read':>8}{'written':>9}{'duplicate':>11}{'quarantined':>13}{'version':>9}")
+    for table, c in sorted(report.counts.items()):
+        version = report.versions.get(table, "-")
+        click.echo(f"{table:<14}{c.read:>8}{c.written:>9}{c.duplicate:>11}{c.quarantined:>13}{version:>9}")
+    for warning in report.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if report.skipped:
+        click.echo(f"skipped {len(report.skipped)} non-data file(s) inside directories", err=True)
+
+
+@click.group("lake")
+def lake_group() -> None:
+    """Inspect the lake's tables."""
+
+
+@lake_group.command("versions")
+@lake_option
+@storage_option
+def lake_versions(lake_uri: str | None, storage_options: tuple[str, ...]) -> None:
+    """Print the latest version and row count of every table."""
+    lake = open_lake(lake_uri, storage_options)
+    for table in TABLE_NAMES:
+        if lake.exists(table):
+            click.echo(f"{table:<14} v{lake.version(table):<6} {lake.delta_table(table).count():>10} rows")
+
+
+@lake_group.command("history")
+@click.argument("table", type=click.Choice(TABLE_NAMES))
+@lake_option
+@storage_option
+@click.option("--limit", default=20, show_default=True)
+def lake_history(table: str, lake_uri: str | None, storage_options: tuple[str, ...], limit: int) -> None:
+    """Print a table's commits, newest first, with their Harvest metadata."""
+    try:
+        history = open_lake(lake_uri, storage_options).history(table, limit=limit)
+    except LakeError as exc:
+        raise click.ClickException(str(exc)) from exc
+    for commit in history:
+        meta = {k: v for k, v in commit.items() if k.startswith("harvest.")}
+        click.echo(f"v{commit['version']:<5} {commit.get('operation', ''):<10} {json.dumps(meta)}")
+
+
+class _HarvestGroup(click.Group):
+    """Finds subcommands through the ``harvest.commands`` entry points and imports only the one used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *(ep.name for ep in entry_points(group="harvest.commands"))})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        for ep in entry_points(group="harvest.commands", name=cmd_name):
+            try:
+                command = ep.load()
+            except ImportError as exc:
+                message = f"the {cmd_name!r} command cannot be loaded ({exc}); reinstall harvest-lake"
+
+                @click.command(cmd_name, help=message)
+                def broken() -> None:
+                    raise click.ClickException(message)
+
+                return broken
+            self.add_command(command, cmd_name)
+            return command
+        return None
+
+
+@click.group(cls=_HarvestGroup)
+@click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
+def main(verbose: int) -> None:
+    """Harvest: keep every agent rollout, train a value model on it, serve it to rerank candidates."""
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+def dataclass_options(cls: type) -> Any:  # noqa: ANN401 - returns a click decorator
+    """Click options generated from a config dataclass: one ``--field-name`` per field, help from its metadata.
+
+    Every option defaults to ``None`` (= keep the config file's or the dataclass's value), so flags
+    only override what they name.
+    """
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(cls)
+
+    def decorate(func: Any) -> Any:  # noqa: ANN401
+        for f in reversed(dataclasses.fields(cls)):
+            hint = hints[f.name]
+            origin = typing.get_origin(hint)
+            kwargs: dict[str, Any] = {"default": None, "help": f.metadata.get("help", "")}
+            if origin is typing.Literal:
+                kwargs["type"] = click.Choice([str(a) for a in typing.get_args(hint)])
+            elif hint is bool:
+                name = f.name.replace("_", "-")
+                func = click.option(f"--{name}/--no-{name}", f.name, **kwargs)(func)
+                continue
+            elif hint in (int, float, str):
+                kwargs["type"] = hint
+            func = click.option(f"--{f.name.replace('_', '-')}", f.name, **kwargs)(func)
+        return func
+
+    return decorate

@@ -1,0 +1,224 @@
+"""The lake: a set of Delta tables under one root URI.
+
+Layout: ``<root>/<table>/`` for every table in :data:`trajectory_lake.schema.TABLES`. The root is a
+local path by default or any object-store URI delta-rs understands (``s3://``, ``gs://``, ``az://``),
+with ``storage_options`` passed through unchanged.
+
+Writes are Delta appends: each call of :meth:`Lake.append` is one atomic commit carrying the caller's
+commit metadata; a crash before the commit leaves the table readable at its previous version. Tables
+are created once, up front, with long log and file retention so that pinned versions stay readable
+for reproducible training slices.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, write_deltalake
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError as DeltaTableNotFound
+
+from trajectory_lake.exceptions import SchemaMismatchError, TableNotFoundError
+from trajectory_lake.schema import KEYS, TABLE_NAMES, schema_of
+
+__all__ = ["Lake"]
+
+logger = logging.getLogger(__name__)
+
+# Time travel must outlive training runs that pin a version; see delta-lake-facts §1.8.
+_TABLE_CONFIGURATION = {
+    "delta.logRetentionDuration": "interval 3650 days",
+    "delta.deletedFileRetentionDuration": "interval 30 days",
+}
+# Only ids, labels and times get min/max stats in the log: big text columns would bloat it.
+_STATS_COLUMNS = {
+    "runs": "run_id,harness,model,benchmark,started_at,ingested_at",
+    "tasks": "task_id,domain,benchmark,repo,ingested_at",
+    "trajectories": "trajectory_id,run_id,task_id,domain,harness,model,source_format,exit_status,"
+    "n_steps,ended_at,ingested_at",
+    "steps": "trajectory_id,step_index,role,run_id,task_id,domain,ingested_at",
+    "candidates": "candidate_id,trajectory_id,task_id,run_id,kind,content_sha256,ingested_at",
+    "outcomes": "outcome_id,candidate_id,trajectory_id,task_id,name,value,source,recorded_at",
+    "ingests": "ingest_id,started_at,finished_at",
+    "quarantine": "quarantine_id,ingest_id,table,adapter,recorded_at",
+    "rerank_events": "request_id,model_uri,task_id,at",
+}
+_MAX_COMMIT_RETRIES = 100  # concurrent appenders exhaust delta-rs' default of 15 (facts §1.12)
+
+
+class Lake:
+    """A handle on the lake's Delta tables.
+
+    Args:
+        uri: the lake root: a local directory or an object-store URI.
+        storage_options: credentials and client options for object stores (delta-rs keys).
+
+    Examples:
+        >>> import tempfile
+        >>> lake = Lake(tempfile.mkdtemp()).create()
+        >>> lake.version("tasks")
+        0
+    """
+
+    def __init__(self, uri: str | os.PathLike[str], *, storage_options: Mapping[str, str] | None = None) -> None:
+        text = os.fspath(uri)
+        self.is_local = "://" not in text or text.startswith("file://")
+        if self.is_local:
+            text = str(Path(text.removeprefix("file://")).expanduser().resolve())
+        self.uri = text.rstrip("/")
+        self.storage_options = dict(storage_options) if storage_options else None
+
+    def __repr__(self) -> str:
+        return f"Lake({self.uri!r})"
+
+    def table_uri(self, table: str) -> str:
+        """The URI of one table's Delta directory."""
+        schema_of(table)  # validates the name
+        return f"{self.uri}/{table}"
+
+    # -- creation -------------------------------------------------------------------------------
+
+    def create(self) -> Lake:
+        """Create every missing table (idempotent, safe to race with other processes).
+
+        Returns:
+            ``self``, for chaining.
+        """
+        for table in TABLE_NAMES:
+            if self.exists(table):
+                continue
+            if self.is_local:
+                Path(self.table_uri(table)).mkdir(parents=True, exist_ok=True)
+            configuration = {**_TABLE_CONFIGURATION, "delta.dataSkippingStatsColumns": _STATS_COLUMNS[table]}
+            try:
+                DeltaTable.create(
+                    self.table_uri(table),
+                    schema_of(table),
+                    mode="ignore",
+                    name=table,
+                    configuration=configuration,
+                    storage_options=self.storage_options,
+                )
+            except (DeltaError, CommitFailedError, OSError) as exc:
+                # Another process created it between our check and our commit (facts §1.12).
+                if not self.exists(table):
+                    raise
+                logger.debug("table %s was created concurrently: %s", table, exc)
+        return self
+
+    def exists(self, table: str) -> bool:
+        """Whether ``table`` exists as a Delta table."""
+        return DeltaTable.is_deltatable(self.table_uri(table), storage_options=self.storage_options)
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def delta_table(self, table: str, *, version: int | str | datetime | None = None) -> DeltaTable:
+        """The ``deltalake.DeltaTable`` of ``table``, at ``version`` (a number, an RFC 3339 time or a datetime).
+
+        Raises:
+            TableNotFoundError: the table or the version does not exist.
+        """
+        try:
+            dt = DeltaTable(self.table_uri(table), storage_options=self.storage_options)
+            if version is not None:
+                dt.load_as_version(version)
+        except (DeltaTableNotFound, FileNotFoundError) as exc:
+            raise TableNotFoundError(f"lake table {table!r} not found at {self.table_uri(table)}: {exc}") from exc
+        except DeltaError as exc:
+            raise TableNotFoundError(f"cannot load {table!r} at version {version!r}: {exc}") from exc
+        return dt
+
+    def scan(self, table: str, *, version: int | str | datetime | None = None) -> pl.LazyFrame:
+        """A lazy polars frame over ``table`` (at ``version``, else the latest)."""
+        return pl.scan_delta(self.delta_table(table, version=version))
+
+    def read(self, table: str, *, version: int | str | datetime | None = None) -> pl.DataFrame:
+        """``scan`` + collect."""
+        return self.scan(table, version=version).collect()
+
+    def version(self, table: str) -> int:
+        """The latest version of ``table``."""
+        return self.delta_table(table).version()
+
+    def versions(self) -> dict[str, int]:
+        """The latest version of every existing table."""
+        return {t: self.version(t) for t in TABLE_NAMES if self.exists(t)}
+
+    def history(self, table: str, *, limit: int | None = None) -> list[dict[str, Any]]:
+        """The commit history of ``table``, newest first, with Harvest's commit metadata."""
+        return self.delta_table(table).history(limit)
+
+    def existing_keys(self, table: str, keys: pl.DataFrame) -> pl.DataFrame:
+        """The subset of ``keys`` (columns = the table's key) already present in ``table``."""
+        key_cols = list(KEYS[table])
+        if keys.is_empty():
+            return keys.select(key_cols)
+        first = key_cols[0]
+        wanted = keys.get_column(first).unique()
+        present = (
+            self.scan(table)
+            .select(key_cols)
+            .filter(pl.col(first).is_in(wanted.implode()))
+            .unique()
+            .collect()
+        )
+        return keys.select(key_cols).join(present, on=key_cols, how="semi")
+
+    # -- writing --------------------------------------------------------------------------------
+
+    def append(self, table: str, rows: pa.Table, *, metadata: Mapping[str, str] | None = None) -> int:
+        """Append ``rows`` to ``table`` in one atomic commit.
+
+        Args:
+            table: the lake table.
+            rows: rows conforming to the table's schema (columns may come in any order).
+            metadata: commit metadata recorded in the table history.
+
+        Returns:
+            The table version this commit created.
+
+        Raises:
+            SchemaMismatchError: ``rows`` do not fit the table's schema.
+        """
+        rows = conform(table, rows)
+        write_deltalake(
+            self.table_uri(table),
+            rows,
+            mode="append",
+            storage_options=self.storage_options,
+            commit_properties=CommitProperties(
+                custom_metadata=dict(metadata or {}), max_commit_retries=_MAX_COMMIT_RETRIES
+            ),
+        )
+        return self.version(table)
+
+
+def conform(table: str, rows: pa.Table | Iterable[Mapping[str, Any]]) -> pa.Table:
+    """Cast rows (an Arrow table or dicts) to ``table``'s exact schema.
+
+    Raises:
+        SchemaMismatchError: a column is missing, unknown, or of a type that does not cast.
+    """
+    schema = schema_of(table)
+    try:
+        if not isinstance(rows, pa.Table):
+            rows = pa.Table.from_pylist(list(rows), schema=schema)
+        unknown = set(rows.column_names) - set(schema.names)
+        missing = set(schema.names) - set(rows.column_names)
+        if unknown or missing:
+            raise SchemaMismatchError(
+                f"rows do not fit table {table!r}: unknown columns {sorted(unknown)}, missing {sorted(missing)}"
+            )
+        rows = rows.select(schema.names).cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, KeyError, ValueError) as exc:
+        raise SchemaMismatchError(f"rows do not fit table {table!r}: {exc}") from exc
+    nulls = [f.name for f in schema if not f.nullable and rows.column(f.name).null_count]
+    if nulls:
+        raise SchemaMismatchError(f"rows do not fit table {table!r}: nulls in required column(s) {nulls}")
+    return rows

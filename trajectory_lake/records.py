@@ -1,0 +1,341 @@
+"""Normalised records: what adapters produce and ``ingest`` writes.
+
+An adapter turns one source record (a JSONL line, a trajectory file, a run directory entry) into a
+:class:`Bundle` — the rows it contributes to each table — or a :class:`Quarantined` marker with the
+reason and the raw bytes. The ``make_*`` builders compute the deterministic ids, so adapters never
+build an id by hand and two sources describing the same entity agree on it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from trajectory_lake._hashing import content_sha256, stable_id
+
+__all__ = [
+    "Bundle",
+    "Quarantined",
+    "as_bool",
+    "as_timestamp",
+    "json_or_none",
+    "make_candidate",
+    "make_outcome",
+    "make_run",
+    "make_step",
+    "make_task",
+    "make_trajectory",
+    "normalise_tool_calls",
+    "task_id_for",
+]
+
+CANDIDATE_KINDS = ("patch", "answer", "action")
+
+
+@dataclass(slots=True)
+class Bundle:
+    """The rows one source record contributes, by table (provenance columns are added at write time).
+
+    Attributes:
+        rows: table name -> rows (dicts keyed by column).
+        priority: when two bundles in one batch carry the same key, the higher priority wins
+            (a full trajectory file beats a bare prediction line for the same rollout).
+        locator: where the record sits in its source, for error messages.
+    """
+
+    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    priority: int = 0
+    locator: str = ""
+
+    def add(self, table: str, row: dict[str, Any] | None) -> None:
+        """Add one row to ``table`` (``None`` is ignored)."""
+        if row is not None:
+            self.rows.setdefault(table, []).append(row)
+
+    def extend(self, table: str, rows: Iterable[dict[str, Any]]) -> None:
+        """Add several rows to ``table``."""
+        self.rows.setdefault(table, []).extend(rows)
+
+
+@dataclass(frozen=True, slots=True)
+class Quarantined:
+    """A source record that could not be normalised.
+
+    Attributes:
+        table: the table the record was meant for.
+        locator: line number, byte offset or JSON path inside the source.
+        error: a message that says what is wrong.
+        raw: the record's raw bytes (the writer caps them and records the original size).
+    """
+
+    table: str
+    locator: str
+    error: str
+    raw: bytes
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def json_or_none(value: Any) -> str | None:  # noqa: ANN401 - any JSON value
+    """JSON text of ``value``, or ``None`` for empty values."""
+    if value is None or value == {} or value == []:
+        return None
+    return json.dumps(value, ensure_ascii=False, default=str, sort_keys=True)
+
+
+def as_bool(value: Any, *, what: str) -> bool:  # noqa: ANN401 - validated here
+    """Parse a boolean label strictly (``True``/``False``, ``"true"``/``"false"``, ``1``/``0``).
+
+    Raises:
+        ValueError: anything else, with ``what`` in the message.
+
+    Examples:
+        >>> as_bool("False", what="resolved")
+        False
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
+        return value.strip().lower() in ("true", "1", "yes")
+    raise ValueError(f"{what} must be a boolean (true/false), got {value!r}")
+
+
+def as_timestamp(value: Any) -> datetime | None:  # noqa: ANN401 - validated here
+    """Parse a unix time (s or ms) or an ISO-8601 string into an aware UTC datetime; ``None`` stays ``None``.
+
+    Raises:
+        ValueError: the value is neither.
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise ValueError(f"timestamp is not finite: {value!r}")
+        seconds = value / 1000 if value > 1e11 else value
+        return datetime.fromtimestamp(seconds, tz=UTC)
+    if isinstance(value, str):
+        text = value.strip().replace("Z", "+00:00")
+        parsed = datetime.fromisoformat(text)
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    raise ValueError(f"not a timestamp: {value!r}")
+
+
+def task_id_for(family: str, instance_id: str) -> str:
+    """The readable, deterministic id of a benchmark task: ``"<family>/<instance_id>"``.
+
+    Examples:
+        >>> task_id_for("swe-bench", "django__django-11099")
+        'swe-bench/django__django-11099'
+    """
+    if not instance_id or not isinstance(instance_id, str):
+        raise ValueError(f"instance id must be a non-empty string, got {instance_id!r}")
+    return f"{family}/{instance_id}"
+
+
+def make_run(
+    *,
+    name: str,
+    harness: str | None = None,
+    harness_version: str | None = None,
+    model: str | None = None,
+    benchmark: str | None = None,
+    config: Any = None,  # noqa: ANN401 - any JSON value
+    started_at: datetime | None = None,
+) -> dict[str, Any]:
+    """A ``runs`` row; its id is derived from harness, name and model."""
+    return {
+        "run_id": stable_id("run", harness, name, model),
+        "name": name,
+        "harness": harness,
+        "harness_version": harness_version,
+        "model": model,
+        "benchmark": benchmark,
+        "config": json_or_none(config),
+        "started_at": started_at,
+    }
+
+
+def make_task(
+    *,
+    task_id: str,
+    domain: str,
+    prompt: str | None,
+    benchmark: str | None = None,
+    instance_id: str | None = None,
+    repo: str | None = None,
+    base_commit: str | None = None,
+    reference: str | None = None,
+    metadata: Any = None,  # noqa: ANN401 - any JSON value
+    source_uri: str | None = None,
+) -> dict[str, Any]:
+    """A ``tasks`` row."""
+    return {
+        "task_id": task_id,
+        "domain": domain,
+        "benchmark": benchmark,
+        "instance_id": instance_id,
+        "repo": repo,
+        "base_commit": base_commit,
+        "prompt": prompt,
+        "reference": reference,
+        "metadata": json_or_none(metadata),
+        "source_uri": source_uri,
+    }
+
+
+def make_trajectory(
+    *,
+    run: Mapping[str, Any],
+    task_id: str,
+    domain: str,
+    source_format: str,
+    source_uri: str | None,
+    source_sha256: str | None,
+    attempt: int = 0,
+    exit_status: str | None = None,
+    n_steps: int = 0,
+    tokens: int | None = None,
+    cost_usd: float | None = None,
+    started_at: datetime | None = None,
+    ended_at: datetime | None = None,
+    extra: Any = None,  # noqa: ANN401 - any JSON value
+) -> dict[str, Any]:
+    """A ``trajectories`` row; its id is (run, task, attempt), so every source describing that rollout agrees."""
+    return {
+        "trajectory_id": stable_id("trajectory", run["run_id"], task_id, attempt),
+        "run_id": run["run_id"],
+        "task_id": task_id,
+        "domain": domain,
+        "harness": run.get("harness"),
+        "model": run.get("model"),
+        "source_format": source_format,
+        "source_uri": source_uri,
+        "source_sha256": source_sha256,
+        "exit_status": exit_status,
+        "n_steps": n_steps,
+        "tokens": tokens,
+        "cost_usd": cost_usd,
+        "started_at": started_at,
+        "ended_at": ended_at,
+        "extra": json_or_none(extra),
+    }
+
+
+def normalise_tool_calls(calls: Any) -> list[dict[str, str | None]] | None:  # noqa: ANN401 - validated
+    """OpenAI-style tool calls (``{id, function: {name, arguments}}`` or flat ``{id, name, arguments}``)
+    to the lake's ``list<struct{id, name, arguments}>`` with arguments as JSON text.
+
+    Raises:
+        ValueError: ``calls`` is not a list of objects.
+
+    Examples:
+        >>> normalise_tool_calls([{"id": "c1", "function": {"name": "bash", "arguments": {"command": "ls"}}}])
+        [{'id': 'c1', 'name': 'bash', 'arguments': '{"command": "ls"}'}]
+    """
+    if calls is None or calls == []:
+        return None
+    if not isinstance(calls, list):
+        raise ValueError(f"tool_calls must be a list, got {type(calls).__name__}")
+    out = []
+    for call in calls:
+        if not isinstance(call, dict):
+            raise ValueError(f"a tool call must be an object, got {type(call).__name__}")
+        fn = call.get("function") if isinstance(call.get("function"), dict) else call
+        arguments = fn.get("arguments", fn.get("input"))
+        if arguments is not None and not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        out.append({"id": call.get("id"), "name": fn.get("name"), "arguments": arguments})
+    return out
+
+
+def make_step(
+    trajectory: Mapping[str, Any],
+    step_index: int,
+    *,
+    role: str,
+    content: str | None,
+    reasoning: str | None = None,
+    tool_calls: list[dict[str, str | None]] | None = None,
+    tool_call_id: str | None = None,
+    is_error: bool | None = None,
+    tokens: int | None = None,
+    timestamp: datetime | None = None,
+    extra: Any = None,  # noqa: ANN401 - any JSON value
+) -> dict[str, Any]:
+    """A ``steps`` row of ``trajectory``."""
+    if not isinstance(role, str) or not role:
+        raise ValueError(f"step {step_index}: role must be a non-empty string, got {role!r}")
+    if content is not None and not isinstance(content, str):
+        content = json.dumps(content, ensure_ascii=False)  # multimodal content parts
+    return {
+        "trajectory_id": trajectory["trajectory_id"],
+        "step_index": step_index,
+        "role": role,
+        "content": content,
+        "reasoning": reasoning,
+        "tool_calls": tool_calls,
+        "tool_call_id": tool_call_id,
+        "is_error": is_error,
+        "tokens": tokens,
+        "timestamp": timestamp,
+        "run_id": trajectory["run_id"],
+        "task_id": trajectory["task_id"],
+        "domain": trajectory["domain"],
+        "extra": json_or_none(extra),
+    }
+
+
+def make_candidate(
+    trajectory: Mapping[str, Any], *, kind: str, content: str, step_index: int | None = None
+) -> dict[str, Any]:
+    """A ``candidates`` row: the trajectory's final ``patch``/``answer``, or a next ``action`` at ``step_index``."""
+    if kind not in CANDIDATE_KINDS:
+        raise ValueError(f"candidate kind must be one of {CANDIDATE_KINDS}, got {kind!r}")
+    if not isinstance(content, str):
+        raise ValueError(f"candidate content must be text, got {type(content).__name__}")
+    return {
+        "candidate_id": stable_id("candidate", trajectory["trajectory_id"], kind, step_index),
+        "trajectory_id": trajectory["trajectory_id"],
+        "task_id": trajectory["task_id"],
+        "run_id": trajectory["run_id"],
+        "kind": kind,
+        "step_index": step_index,
+        "content": content,
+        "content_sha256": content_sha256(content),
+    }
+
+
+def make_outcome(
+    candidate: Mapping[str, Any],
+    *,
+    name: str,
+    value: float,
+    source: str,
+    evaluator: str | None = None,
+    recorded_at: datetime | None = None,
+) -> dict[str, Any]:
+    """An ``outcomes`` row: one evaluation ``name`` = ``value`` of ``candidate`` by ``evaluator``."""
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"outcome {name!r} must be finite, got {value!r}")
+    return {
+        "outcome_id": stable_id("outcome", candidate["candidate_id"], name, source, evaluator),
+        "candidate_id": candidate["candidate_id"],
+        "trajectory_id": candidate["trajectory_id"],
+        "task_id": candidate["task_id"],
+        "name": name,
+        "value": value,
+        "source": source,
+        "evaluator": evaluator,
+        "recorded_at": recorded_at or _now(),
+    }

@@ -1,0 +1,38 @@
+"""value_model: train, evaluate and load value models that score agent candidates.
+
+Public surface: :class:`TrainConfig`, :class:`ValueModel`, :class:`Scorer`, the data helpers
+(:func:`load_examples`, :func:`split_by_task`), :func:`fit`, the metrics, and the MLflow helpers.
+"""
+
+from value_model.config import TrainConfig, load_config
+from value_model.data import Examples, load_examples, split_by_task
+from value_model.inference import Calibration, ScoredBatch, Scorer, predict_values
+from value_model.metrics import auroc, majority_vote_scores, normalise_patch, selection_metrics
+from value_model.model import ValueModel
+from value_model.serialize import encode_pairs
+from value_model.tracking import ModelNotFoundError, RegisteredModel, resolve_model, tracking_uri
+from value_model.trainer import TrainResult, fit
+
+__all__ = [
+    "Calibration",
+    "Examples",
+    "ModelNotFoundError",
+    "RegisteredModel",
+    "ScoredBatch",
+    "Scorer",
+    "TrainConfig",
+    "TrainResult",
+    "ValueModel",
+    "auroc",
+    "encode_pairs",
+    "fit",
+    "load_config",
+    "load_examples",
+    "majority_vote_scores",
+    "normalise_patch",
+    "predict_values",
+    "resolve_model",
+    "selection_metrics",
+    "split_by_task",
+    "tracking_uri",
+]

@@ -1,0 +1,91 @@
+"""``harvest train`` and ``harvest evaluate``: thin wrappers over :mod:`value_model.pipeline`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from trajectory_lake.cli import dataclass_options, lake_option, open_lake, storage_option
+from value_model.config import TrainConfig, load_config
+
+__all__ = ["evaluate_command", "train_command"]
+
+
+def _table(model: dict[str, float], baselines: dict[str, dict[str, float]]) -> str:
+    rows = [("value model", model), *((name.replace("_", " "), m) for name, m in baselines.items())]
+    lines = [f"{'selector':<16}{'Best@1':>8}{'Random':>8}{'Oracle':>8}{'gap closed':>12}{'AUROC':>8}"]
+    for name, m in rows:
+        auroc = m.get("auroc")
+        lines.append(
+            f"{name:<16}{m['best_at_1']:>8.3f}{m['random']:>8.3f}{m['oracle']:>8.3f}{m['gap_closed']:>12.3f}"
+            + (f"{auroc:>8.3f}" if auroc is not None else f"{'':>8}")
+        )
+    return "\n".join(lines)
+
+
+@click.command("train")
+@lake_option
+@storage_option
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="TOML recipe (e.g. configs/cpu-minilm.toml); flags override it.")
+@click.option("--register", default=None, help="Register the model under this name.")
+@click.option("--alias", default="champion", show_default=True, help="Alias pointed at the new version.")
+@click.option("--tracking-uri", default=None, help="MLflow tracking URI [default: $MLFLOW_TRACKING_URI or local store].")
+@click.option("--output-dir", type=click.Path(file_okay=False), default=None, help="Also keep the artefact here.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@dataclass_options(TrainConfig)
+def train_command(
+    lake_uri: str | None, storage_options: tuple[str, ...], config_path: str | None, register: str | None,
+    alias: str, tracking_uri: str | None, output_dir: str | None, as_json: bool, **overrides: Any,  # noqa: ANN401
+) -> None:
+    """Train a value model on the lake, log it to MLflow and register it."""
+    from value_model.pipeline import train_from_lake
+
+    try:
+        config = load_config(config_path, **overrides)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    lake = open_lake(lake_uri, storage_options)
+    try:
+        report = train_from_lake(lake, config, register=register, alias=alias, tracking_uri=tracking_uri,
+                                 output_dir=output_dir)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    result = report.result
+    if as_json:
+        click.echo(json.dumps({"model_uri": report.registered.model_uri, "run_id": report.registered.run_id,
+                               "validation": result.metrics, "baselines": result.baselines,
+                               "n_train": report.n_train, "n_val": report.n_val}, indent=2))
+        return
+    click.echo(f"trained on {report.n_train} examples, validated on {report.n_val} "
+               f"({report.lineage['val_tasks']} held-out tasks) in {result.seconds:.0f}s")
+    click.echo(_table(result.metrics, result.baselines))
+    target = report.registered.model_uri
+    if report.registered.alias:
+        target += f" (alias models:/{report.registered.name}@{report.registered.alias})"
+    click.echo(f"model: {target}  run: {report.registered.run_id}")
+
+
+@click.command("evaluate")
+@lake_option
+@storage_option
+@click.option("--model", "model_uri", required=True, help="models:/NAME@ALIAS, models:/NAME/VERSION or a local path.")
+@click.option("--tracking-uri", default=None, help="MLflow tracking URI.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def evaluate_command(
+    lake_uri: str | None, storage_options: tuple[str, ...], model_uri: str, tracking_uri: str | None, as_json: bool
+) -> None:
+    """Evaluate a model on the lake's held-out tasks against the baselines."""
+    from value_model.pipeline import evaluate_registered
+    from value_model.tracking import ModelNotFoundError
+
+    try:
+        report = evaluate_registered(open_lake(lake_uri, storage_options), model_uri, tracking_uri=tracking_uri)
+    except (ModelNotFoundError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps({"model": report.model, "baselines": report.baselines, "n": report.n_examples}, indent=2))
+    else:
+        click.echo(_table(report.model, report.baselines))

@@ -1,0 +1,135 @@
+"""Scoring with a trained value model: raw values, and calibrated probabilities.
+
+A :class:`Scorer` wraps a loaded :class:`~value_model.model.ValueModel` with its tokenizer, token
+budget and calibration (Platt scaling fitted on held-out tasks at training time), so training,
+evaluation and the reranker service all score exactly the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from value_model.model import ValueModel
+from value_model.serialize import encode_pairs
+
+__all__ = ["Calibration", "ScoredBatch", "Scorer", "predict_values"]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """``probability = sigmoid(scale * value + bias)``."""
+
+    scale: float = 1.0
+    bias: float = 0.0
+
+    def apply(self, values: np.ndarray) -> np.ndarray:
+        """Calibrated probabilities of raw values."""
+        return 1.0 / (1.0 + np.exp(-(self.scale * values + self.bias)))
+
+    @classmethod
+    def fit(cls, values: Sequence[float], labels: Sequence[float], *, steps: int = 200) -> Calibration:
+        """Platt scaling: the (scale > 0, bias) minimising log loss of ``labels`` given ``values``.
+
+        The scale is kept positive so that calibration never reorders candidates: a model with no
+        signal on held-out tasks degrades to the base rate instead of being silently inverted.
+        """
+        x = torch.tensor(np.asarray(values, dtype=np.float64))
+        y = torch.tensor(np.asarray(labels, dtype=np.float64))
+        if len(x) < 2 or y.min() == y.max():
+            return cls()
+        params = torch.tensor([0.0, 0.0], dtype=torch.float64, requires_grad=True)  # log scale, bias
+        optimizer = torch.optim.LBFGS([params], max_iter=steps, line_search_fn="strong_wolfe")
+
+        def closure() -> torch.Tensor:
+            optimizer.zero_grad()
+            logits = params[0].clamp(-20, 10).exp() * x + params[1]
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, y)
+            loss.backward()
+            return loss
+
+        optimizer.step(closure)
+        scale, bias = float(params[0].detach().clamp(-20, 10).exp()), float(params[1].detach())
+        if not (math.isfinite(scale) and math.isfinite(bias)):
+            return cls()
+        return cls(scale=scale, bias=bias)
+
+
+@torch.inference_mode()
+def predict_values(
+    model: ValueModel,
+    tokenizer: Any,  # noqa: ANN401 - a transformers tokenizer
+    prompts: Sequence[str],
+    candidates: Sequence[str],
+    *,
+    max_length: int,
+    batch_size: int = 32,
+) -> tuple[np.ndarray, list[bool]]:
+    """Raw values for (prompt, candidate) pairs, batched by length; and which inputs were truncated."""
+    if len(prompts) != len(candidates):
+        raise ValueError(f"got {len(prompts)} prompts but {len(candidates)} candidates")
+    model.eval()
+    device = next(model.parameters()).device
+    order = sorted(range(len(candidates)), key=lambda i: len(prompts[i]) + len(candidates[i]))
+    values = np.zeros(len(candidates), dtype=np.float64)
+    truncated = [False] * len(candidates)
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        encoded = encode_pairs(tokenizer, [prompts[i] for i in idx], [candidates[i] for i in idx], max_length=max_length)
+        inputs = {k: v.to(device) for k, v in encoded.inputs.items()}
+        out = model(**inputs).float().cpu().numpy()
+        for j, i in enumerate(idx):
+            values[i] = out[j]
+            truncated[i] = encoded.truncated[j]
+    return values, truncated
+
+
+@dataclass(frozen=True)
+class ScoredBatch:
+    """Scores of one candidate set: raw head outputs, calibrated probabilities, truncation flags."""
+
+    values: np.ndarray
+    scores: np.ndarray
+    truncated: list[bool]
+
+
+@dataclass
+class Scorer:
+    """A loaded value model ready to score candidates.
+
+    Attributes:
+        model: the value model (eval mode).
+        tokenizer: its tokenizer.
+        max_length: token budget per (prompt, candidate) pair.
+        calibration: Platt scaling from training.
+        info: the artefact's ``harvest.json``.
+    """
+
+    model: ValueModel
+    tokenizer: Any
+    max_length: int
+    calibration: Calibration = field(default_factory=Calibration)
+    info: dict[str, Any] = field(default_factory=dict)
+    batch_size: int = 32
+
+    @classmethod
+    def from_directory(cls, directory: str | Path, *, device: str = "cpu") -> Scorer:
+        """Load a value-model artefact directory."""
+        model, tokenizer, info = ValueModel.load(directory, device=device)
+        calibration = Calibration(**info.get("calibration", {}))
+        return cls(model=model, tokenizer=tokenizer, max_length=int(info.get("max_length", 512)),
+                   calibration=calibration, info=info)
+
+    def score(self, prompt: str, candidates: Sequence[str]) -> ScoredBatch:
+        """Score every candidate of one task."""
+        values, truncated = predict_values(
+            self.model, self.tokenizer, [prompt] * len(candidates), list(candidates),
+            max_length=self.max_length, batch_size=self.batch_size,
+        )
+        return ScoredBatch(values=values, scores=self.calibration.apply(values), truncated=truncated)
