@@ -34,3 +34,55 @@ def shared_data() -> Path:
             pytest.fail(f"CI=true: {reason}")
         pytest.skip(reason)
     return path
+
+
+@pytest.fixture(scope="session")
+def lite_lake(shared_data: Path, tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    """A lake holding the real SWE-bench Lite tasks and candidates, ingested once per session. Read only."""
+    from trajectory_lake import Lake, ingest
+
+    lake = Lake(tmp_path_factory.mktemp("lite-lake"))
+    ingest([shared_data / "swebench-lite"], lake)
+    return lake
+
+
+@pytest.fixture(scope="session")
+def minilm_tokenizer():  # noqa: ANN201
+    """The tokenizer of the packaged all-MiniLM-L6-v2 (a real fast WordPiece tokenizer, no download)."""
+    from transformers import AutoTokenizer
+
+    from value_model.model import resolve_backbone
+
+    return AutoTokenizer.from_pretrained(resolve_backbone("minilm"))
+
+
+def _save_tiny(directory: Path, config, tokenizer) -> Path:  # noqa: ANN001
+    import torch
+    from transformers import AutoModel
+
+    torch.manual_seed(0)
+    model = AutoModel.from_config(config)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder_dir(tmp_path_factory: pytest.TempPathFactory, minilm_tokenizer) -> Path:  # noqa: ANN001
+    """A 2-layer random BERT with the MiniLM tokenizer, saved as a local Hugging Face model directory."""
+    from transformers import BertConfig
+
+    config = BertConfig(vocab_size=minilm_tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=512)
+    return _save_tiny(tmp_path_factory.mktemp("tiny-bert"), config, minilm_tokenizer)
+
+
+@pytest.fixture(scope="session")
+def tiny_decoder_dir(tmp_path_factory: pytest.TempPathFactory, minilm_tokenizer) -> Path:  # noqa: ANN001
+    """A 2-layer random Qwen3 (the production decoder family) built from its config, no hub access."""
+    from transformers import Qwen3Config
+
+    config = Qwen3Config(vocab_size=minilm_tokenizer.vocab_size, hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                         max_position_embeddings=1024, architectures=["Qwen3ForCausalLM"])
+    return _save_tiny(tmp_path_factory.mktemp("tiny-qwen3"), config, minilm_tokenizer)

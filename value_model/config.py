@@ -27,7 +27,7 @@ class TrainConfig:
 
     backbone: str = _opt("minilm", "Local Hugging Face model directory, or 'minilm' for the packaged all-MiniLM-L6-v2.")
     pooling: Pooling = _opt("auto", "Sequence pooling: auto (mean for encoders, last token for decoders), mean, last, cls.")
-    max_length: int = _opt(320, "Token budget per example (task prompt + candidate).")
+    max_length: int = _opt(256, "Token budget per example (task prompt + candidate).")
     kind: str = _opt("patch", "Candidate kind to train on: patch, answer or action.")
     label: str = _opt("resolved", "Outcome name used as the binary label (value > 0.5 is positive).")
     objective: Objective = _opt("bce", "Training objective: pointwise BCE on the label.")

@@ -91,7 +91,8 @@ def encode_pairs(
         raise ValueError(f"got {len(prompts)} prompts but {len(candidates)} candidates")
     budget = max_length - tokenizer.num_special_tokens_to_add(pair=True)
     both = tokenizer(
-        [*prompts, *candidates], add_special_tokens=False, return_offsets_mapping=True, truncation=False
+        [*prompts, *candidates], add_special_tokens=False, return_offsets_mapping=True, truncation=False,
+        verbose=False,  # over-long texts are expected here: they are cut below
     )["offset_mapping"]
     p_offsets, c_offsets = both[: len(prompts)], both[len(prompts) :]
     cut_prompts, cut_candidates, truncated = [], [], []

@@ -1,0 +1,70 @@
+"""The value model: pooling per backbone family, padding invariance, and the saved artefact's round trip."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from value_model.inference import predict_values
+from value_model.model import ValueModel, is_decoder, resolve_backbone
+from value_model.serialize import encode_pairs
+
+PROMPTS = ["fix the crash in the parser", "make slugify strip dashes"]
+CANDIDATES = ["diff --git a/p.py b/p.py\n-    raise\n+    return None", "diff --git a/s.py b/s.py\n+.strip('-')"]
+
+
+class TestBackbones:
+    def test_the_packaged_minilm_resolves_to_a_local_directory(self):
+        assert (resolve_backbone("minilm") / "config.json").is_file()
+
+    def test_a_missing_backbone_directory_is_refused_without_downloading(self, tmp_path):
+        with pytest.raises(FileNotFoundError, match="never downloads"):
+            resolve_backbone(str(tmp_path / "nope"))
+
+    def test_auto_pooling_is_mean_for_encoders_and_last_token_for_decoders(self, tiny_encoder_dir, tiny_decoder_dir):
+        encoder, _ = ValueModel.from_backbone(str(tiny_encoder_dir))
+        decoder, _ = ValueModel.from_backbone(str(tiny_decoder_dir))
+        assert (encoder.pooling, decoder.pooling) == ("mean", "last")
+        assert is_decoder(decoder.backbone.config) and not is_decoder(encoder.backbone.config)
+
+
+class TestPaddingInvariance:
+    @pytest.mark.parametrize("fixture", ["tiny_encoder_dir", "tiny_decoder_dir"])
+    def test_a_sequence_scores_the_same_alone_and_padded_in_a_batch(self, fixture, request):
+        model, tokenizer = ValueModel.from_backbone(str(request.getfixturevalue(fixture)))
+        model.eval()
+        with torch.no_grad():
+            batch = encode_pairs(tokenizer, PROMPTS, CANDIDATES, max_length=64).inputs
+            together = model(**batch)
+            alone = [model(**encode_pairs(tokenizer, [p], [c], max_length=64).inputs)[0]
+                     for p, c in zip(PROMPTS, CANDIDATES, strict=True)]
+        assert torch.allclose(together, torch.stack(alone), atol=1e-5)
+
+    def test_last_token_pooling_handles_left_padding(self, tiny_decoder_dir):
+        model, tokenizer = ValueModel.from_backbone(str(tiny_decoder_dir))
+        hidden = torch.arange(2 * 4 * 3, dtype=torch.float32).reshape(2, 4, 3)
+        right = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])
+        left = torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]])
+        assert torch.equal(model.pool(hidden, right)[0], hidden[0, 1])
+        assert torch.equal(model.pool(hidden, left)[0], hidden[0, 3])
+
+
+class TestArtefact:
+    @pytest.mark.parametrize("fixture", ["tiny_encoder_dir", "tiny_decoder_dir"])
+    def test_a_saved_model_reloads_with_identical_scores(self, fixture, request, tmp_path):
+        model, tokenizer = ValueModel.from_backbone(str(request.getfixturevalue(fixture)))
+        before, _ = predict_values(model, tokenizer, PROMPTS, CANDIDATES, max_length=64)
+        model.save(tmp_path / "artefact", tokenizer, max_length=64, calibration={"scale": 2.0, "bias": -1.0})
+        loaded, loaded_tokenizer, info = ValueModel.load(tmp_path / "artefact")
+        after, _ = predict_values(loaded, loaded_tokenizer, PROMPTS, CANDIDATES, max_length=64)
+        assert after == pytest.approx(before, abs=1e-5)
+        assert info["pooling"] == model.pooling and info["calibration"] == {"scale": 2.0, "bias": -1.0}
+        # the backbone directory is a plain Hugging Face model directory
+        saved = json.loads((tmp_path / "artefact" / "backbone" / "config.json").read_text())
+        assert saved["model_type"] == model.backbone.config.model_type
+
+    def test_loading_a_directory_without_harvest_json_fails_clearly(self, tmp_path):
+        with pytest.raises(FileNotFoundError, match="not a Harvest value model"):
+            ValueModel.load(tmp_path)

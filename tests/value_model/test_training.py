@@ -1,0 +1,128 @@
+"""Training, MLflow registration and evaluation, end to end on real lake data with small backbones."""
+
+from __future__ import annotations
+
+import json
+
+import mlflow
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from trajectory_lake.cli import main
+from value_model.config import TrainConfig
+from value_model.data import load_examples, split_by_task
+from value_model.inference import Calibration, Scorer
+from value_model.model import ValueModel
+from value_model.pipeline import evaluate_registered, train_from_lake
+from value_model.tracking import ModelNotFoundError, resolve_model
+from value_model.trainer import fit
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def harvest_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARVEST_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    return tmp_path / "home"
+
+
+def _synthetic(n_tasks: int) -> pl.DataFrame:
+    """Tasks whose good candidate says 'correct fix' and bad one 'broken hack': learnable from content."""
+    rows = []
+    for t in range(n_tasks):
+        for label, text in ((1.0, "correct fix keeps tests passing"), (0.0, "broken hack disables the tests")):
+            rows.append({"task_id": f"t{t}", "candidate_id": f"t{t}-{int(label)}", "prompt": f"issue number {t}",
+                         "content": f"diff {t}: {text}", "label": label})
+    return pl.DataFrame(rows)
+
+
+class TestFit:
+    def test_training_learns_a_content_signal_that_transfers_to_held_out_tasks(self, tiny_encoder_dir):
+        data = _synthetic(40)
+        train, val = split_by_task(data, val_fraction=0.25, seed=0)
+        model, tokenizer = ValueModel.from_backbone(str(tiny_encoder_dir))
+        config = TrainConfig(backbone=str(tiny_encoder_dir), max_length=32, epochs=6, batch_size=8,
+                             learning_rate=1e-3, head_learning_rate=1e-2, warmup_ratio=0.0)
+        result = fit(model, tokenizer, train, val, config)
+        assert result.metrics["auroc"] > 0.9
+        assert result.metrics["gap_closed"] > 0.9
+        assert result.calibration.scale > 0
+
+    def test_training_a_decoder_backbone_runs_with_last_token_pooling(self, tiny_decoder_dir):
+        data = _synthetic(8)
+        train, val = split_by_task(data, val_fraction=0.25, seed=0)
+        model, tokenizer = ValueModel.from_backbone(str(tiny_decoder_dir))
+        result = fit(model, tokenizer, train, val, TrainConfig(max_length=32, epochs=1, batch_size=4))
+        assert model.pooling == "last" and set(result.metrics) >= {"best_at_1", "auroc", "brier"}
+
+    def test_splits_sharing_a_task_are_refused(self, tiny_encoder_dir):
+        data = _synthetic(2)
+        model, tokenizer = ValueModel.from_backbone(str(tiny_encoder_dir))
+        with pytest.raises(ValueError, match="in both splits"):
+            fit(model, tokenizer, data, data, TrainConfig(max_length=32))
+
+    def test_calibration_never_inverts_the_ranking(self):
+        anti = Calibration.fit([3.0, 2.0, 1.0, 0.0], [0, 0, 1, 1])
+        assert anti.scale >= 0
+        good = Calibration.fit([0.0, 1.0, 2.0, 3.0, 0.5, 2.5], [0, 0, 1, 1, 0, 1])
+        assert good.scale > 0 and good.apply(pl.Series([3.0]).to_numpy())[0] > 0.5
+
+
+class TestRegistry:
+    def test_train_from_lake_logs_and_registers_a_model_that_loads_by_alias(self, lite_lake, harvest_home, tiny_encoder_dir):
+        config = TrainConfig(backbone=str(tiny_encoder_dir), max_length=48, epochs=1, max_examples=32)
+        report = train_from_lake(lite_lake, config, register="lite-value")
+        assert report.registered.model_uri == "models:/lite-value/1"
+        assert (harvest_home / "mlflow.db").is_file()  # the default local store
+        directory, facts = resolve_model("models:/lite-value@champion")
+        assert facts["version"] == "1" and facts["run_id"] == report.registered.run_id
+        scorer = Scorer.from_directory(directory)
+        assert scorer.info["lineage"]["table_versions"] == {t: lite_lake.version(t) for t in ("candidates", "outcomes", "tasks")}
+        # params, metrics and lineage are on the run
+        run = mlflow.get_run(report.registered.run_id)
+        assert run.data.params["max_length"] == "48"
+        assert "val_best_at_1" in run.data.metrics and "baseline_majority_vote_best_at_1" in run.data.metrics
+        # the pyfunc flavour scores too
+        pyfunc = mlflow.pyfunc.load_model("models:/lite-value@champion")
+        scores = pyfunc.predict(pl.DataFrame({"prompt": ["p", "p"], "candidate": ["diff a", "diff b"]}).to_pandas())
+        assert len(scores) == 2 and all(0 <= s <= 1 for s in scores)
+        # no validation task was trained on
+        examples = load_examples(lite_lake)
+        train, val = split_by_task(examples.frame, val_fraction=config.val_fraction, seed=config.split_seed)
+        assert report.n_val == len(val)
+
+    def test_an_unknown_model_reference_raises_model_not_found(self, harvest_home):
+        with pytest.raises(ModelNotFoundError):
+            resolve_model("models:/nothing-here@champion")
+        with pytest.raises(ModelNotFoundError, match="no such directory"):
+            resolve_model("/definitely/not/here")
+
+
+class TestCommands:
+    def test_harvest_train_and_evaluate_print_the_selection_table_against_baselines(self, lite_lake, harvest_home, tiny_encoder_dir):
+        runner = CliRunner()
+        result = runner.invoke(main, ["train", "--lake", lite_lake.uri, "--register", "cli-value", "--backbone",
+                                      str(tiny_encoder_dir), "--max-length", "32", "--epochs", "1",
+                                      "--max-examples", "16"])
+        assert result.exit_code == 0, result.output
+        assert "Best@1" in result.output and "majority vote" in result.output
+        assert "models:/cli-value@champion" in result.output
+        evaluated = runner.invoke(main, ["evaluate", "--lake", lite_lake.uri, "--model", "models:/cli-value@champion",
+                                         "--json"])
+        assert evaluated.exit_code == 0, evaluated.output
+        body = json.loads(evaluated.stdout)
+        assert 0 <= body["model"]["best_at_1"] <= body["model"]["oracle"] <= 1
+        assert body["baselines"]["majority_vote"]["random"] == pytest.approx(body["model"]["random"])
+
+    def test_training_an_empty_lake_fails_with_a_clear_message(self, tmp_path, harvest_home):
+        from trajectory_lake import Lake
+
+        lake = Lake(tmp_path / "empty").create()
+        result = CliRunner().invoke(main, ["train", "--lake", lake.uri, "--max-length", "32"])
+        assert result.exit_code != 0 and "holds no 'patch' candidates" in result.output
+
+    def test_bad_flag_values_are_rejected_before_training(self, harvest_home):
+        result = CliRunner().invoke(main, ["train", "--max-length", "4"])
+        assert result.exit_code != 0 and "max_length must be >= 16" in result.output
