@@ -7,7 +7,14 @@ from reranker_service.api import create_app
 from reranker_service.client import AsyncRerankClient, RerankClient, RerankError
 from reranker_service.backends import Backend, BackendInfo, DummyBackend, ValueModelBackend
 from reranker_service.engine import RerankEngine
-from reranker_service.exceptions import EngineNotReadyError, OverloadedError, RequestTooLargeError, ServiceError
+from reranker_service.exceptions import (
+    EngineNotReadyError,
+    OverloadedError,
+    RequestTooLargeError,
+    ScoringFailedError,
+    ServiceError,
+    UnauthorizedError,
+)
 from reranker_service.settings import Settings
 
 __all__ = [
@@ -21,8 +28,10 @@ __all__ = [
     "RerankClient",
     "RerankEngine",
     "RerankError",
+    "ScoringFailedError",
     "ServiceError",
     "Settings",
+    "UnauthorizedError",
     "ValueModelBackend",
     "create_app",
 ]

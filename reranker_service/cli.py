@@ -19,14 +19,15 @@ def serve_command(log_level: str, **options: object) -> None:
     import uvicorn
 
     from reranker_service.api import create_app
+    from reranker_service.backends import ValueModelBackend
     from value_model import ModelNotFoundError
 
     try:
         settings = Settings.from_env(**options)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
-    app = create_app(settings)
     try:
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level)
+        backend = ValueModelBackend.load(settings.model, tracking_uri=settings.tracking_uri)
     except ModelNotFoundError as exc:
         raise click.ClickException(str(exc)) from exc
+    uvicorn.run(create_app(settings, backend=backend), host=settings.host, port=settings.port, log_level=log_level)

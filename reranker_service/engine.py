@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 
 from reranker_service.backends import Backend
-from reranker_service.exceptions import EngineNotReadyError, OverloadedError
+from reranker_service.exceptions import EngineNotReadyError, OverloadedError, ScoringFailedError
 from value_model import ScoredBatch
 
 __all__ = ["EngineStats", "RerankEngine"]
@@ -72,6 +72,7 @@ class RerankEngine:
         self._queue: asyncio.Queue[_Job] | None = None
         self._worker: asyncio.Task[None] | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self._current: _Job | None = None
 
     @property
     def ready(self) -> bool:
@@ -92,7 +93,7 @@ class RerankEngine:
         self._worker = asyncio.create_task(self._run(), name="harvest-rerank-worker")
 
     async def stop(self) -> None:
-        """Stop the worker; requests still waiting fail with :class:`EngineNotReadyError`."""
+        """Stop the worker; the request being scored and those still waiting fail with :class:`EngineNotReadyError`."""
         if self._worker is not None:
             self._worker.cancel()
             try:
@@ -100,13 +101,18 @@ class RerankEngine:
             except asyncio.CancelledError:
                 pass
             self._worker = None
+        stopped = EngineNotReadyError("the rerank engine stopped")
+        if self._current is not None and not self._current.future.done():
+            self._current.future.set_exception(stopped)
+        self._current = None
         if self._queue is not None:
             while not self._queue.empty():
                 job = self._queue.get_nowait()
                 if not job.future.done():
-                    job.future.set_exception(EngineNotReadyError("the engine stopped"))
+                    job.future.set_exception(stopped)
         if self._executor is not None:
-            self._executor.shutdown(wait=True)
+            # Do not block the event loop on a model call still running in the thread.
+            self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
 
     async def __aenter__(self) -> RerankEngine:
@@ -143,14 +149,17 @@ class RerankEngine:
             if job.future.done():  # the caller disconnected or timed out
                 self.stats.cancelled += 1
                 continue
+            self._current = job  # stop() answers it if the worker is cancelled mid-call
             try:
                 result = await loop.run_in_executor(self._executor, self.backend.score, job.prompt, job.candidates)
-            except Exception as exc:  # noqa: BLE001 - handed to the caller, who maps it to a 500
+            except Exception:  # noqa: BLE001 - logged here; the caller gets a generic error
+                self._current = None
                 self.stats.failed += 1
                 logger.exception("scoring failed")
                 if not job.future.done():
-                    job.future.set_exception(exc)
+                    job.future.set_exception(ScoringFailedError("the model failed to score this request"))
                 continue
+            self._current = None
             self.stats.requests += 1
             self.stats.candidates += len(job.candidates)
             if not job.future.done():

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["EngineNotReadyError", "OverloadedError", "RequestTooLargeError", "ServiceError"]
+__all__ = [
+    "EngineNotReadyError",
+    "OverloadedError",
+    "RequestTooLargeError",
+    "ScoringFailedError",
+    "ServiceError",
+    "UnauthorizedError",
+]
 
 
 class ServiceError(Exception):
@@ -23,3 +30,11 @@ class EngineNotReadyError(ServiceError):
 
 class RequestTooLargeError(ServiceError):
     """A request exceeds a configured limit (candidates, bytes) (HTTP 413)."""
+
+
+class UnauthorizedError(ServiceError):
+    """The request carries no bearer token, or one that is not configured (HTTP 401)."""
+
+
+class ScoringFailedError(ServiceError):
+    """The model failed on a request (HTTP 500; the cause is logged, never sent to the client)."""

@@ -43,6 +43,8 @@ class Settings:
         for name in ("max_candidates", "max_request_bytes", "max_queue"):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not isinstance(self.api_keys, tuple) or not all(isinstance(k, str) and k for k in self.api_keys):
+            problems.append("api_keys must be a tuple of non-empty strings")
         if problems:
             raise ValueError("invalid Settings: " + "; ".join(problems))
 
@@ -63,8 +65,14 @@ class Settings:
             values["api_keys"] = tuple(k.strip() for k in env["HARVEST_API_KEYS"].split(",") if k.strip())
         if env.get("MLFLOW_TRACKING_URI"):
             values["tracking_uri"] = env["MLFLOW_TRACKING_URI"]
+        from_env = {name: f"HARVEST_{name.upper()}" for name in values}
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+        try:
+            return cls(**values)
+        except ValueError as exc:
+            named = [f"{var}={env[var]!r}" for name, var in from_env.items()
+                     if name in str(exc) and name not in overrides and var in env]
+            raise ValueError(f"{exc}" + (f" (from {', '.join(named)})" if named else "")) from None
 
     def updated(self, **changes: Any) -> Settings:  # noqa: ANN401
         """A copy with ``changes`` (``None`` ignored)."""

@@ -179,6 +179,9 @@ def dataclass_options(cls: type) -> Any:  # noqa: ANN401 - returns a click decor
                 name = f.name.replace("_", "-")
                 func = click.option(f"--{name}/--no-{name}", f.name, **kwargs)(func)
                 continue
+            elif origin is tuple:
+                kwargs.update(multiple=True, default=(), callback=lambda _c, _p, v: tuple(v) or None)
+                kwargs["help"] += " (repeatable)"
             elif hint in (int, float, str):
                 kwargs["type"] = hint
             func = click.option(f"--{f.name.replace('_', '-')}", f.name, **kwargs)(func)

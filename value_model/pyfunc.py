@@ -1,6 +1,6 @@
 """The MLflow ``pyfunc`` wrapper, so a registered Harvest model also loads with ``mlflow.pyfunc.load_model``.
 
-``predict`` takes a frame with ``prompt`` and ``candidate`` columns and returns calibrated scores.
+``predict`` takes ``prompt``/``candidate`` pairs (or a frame with those columns) and returns calibrated scores.
 """
 
 from __future__ import annotations
@@ -9,8 +9,16 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import mlflow.pyfunc
+import pydantic
 
-__all__ = ["HarvestValueModel", "pip_requirements"]
+__all__ = ["HarvestValueModel", "ScoringPair", "pip_requirements"]
+
+
+class ScoringPair(pydantic.BaseModel):
+    """One input row: the task prompt and one candidate (the type hint MLflow derives the signature from)."""
+
+    prompt: str
+    candidate: str
 
 
 def pip_requirements() -> list[str]:
@@ -32,12 +40,12 @@ class HarvestValueModel(mlflow.pyfunc.PythonModel):
 
         self.scorer = Scorer.from_directory(context.artifacts["value_model"])
 
-    # No type hints on predict: MLflow would try to derive a schema from them.
-    def predict(self, context, model_input, params=None):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    def predict(self, model_input: list[ScoringPair], params: dict[str, Any] | None = None) -> list[float]:
+        """Calibrated scores of (prompt, candidate) pairs; a pandas frame with those columns works too."""
         from value_model.inference import predict_values
 
-        prompts = [str(p) for p in model_input["prompt"]]
-        candidates = [str(c) for c in model_input["candidate"]]
-        values, _ = predict_values(self.scorer.model, self.scorer.tokenizer, prompts, candidates,
-                                   max_length=self.scorer.max_length)
+        values, _ = predict_values(
+            self.scorer.model, self.scorer.tokenizer, [p.prompt for p in model_input],
+            [p.candidate for p in model_input], max_length=self.scorer.max_length,
+        )
         return self.scorer.calibration.apply(values).tolist()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,13 +46,17 @@ class RegisteredModel:
     alias: str | None = None
 
 
+def _default_uri() -> str:
+    return f"sqlite:///{harvest_home() / 'mlflow.db'}"
+
+
 def tracking_uri(explicit: str | None = None) -> str:
     """The tracking URI: ``explicit``, else ``$MLFLOW_TRACKING_URI``, else the local SQLite store."""
     if explicit:
         return explicit
     if os.environ.get("MLFLOW_TRACKING_URI"):
         return os.environ["MLFLOW_TRACKING_URI"]
-    return f"sqlite:///{harvest_home() / 'mlflow.db'}"
+    return _default_uri()
 
 
 def _experiment_id(client: MlflowClient, name: str, uri: str) -> str:
@@ -59,7 +64,7 @@ def _experiment_id(client: MlflowClient, name: str, uri: str) -> str:
     if experiment is not None:
         return experiment.experiment_id
     location = None
-    if uri.startswith("sqlite:///") and not os.environ.get("MLFLOW_TRACKING_URI"):
+    if uri == _default_uri():
         # Keep artefacts beside the default store instead of in ./mlruns of whatever directory we ran in.
         location = (harvest_home() / "mlartifacts").as_uri()
     try:
@@ -144,11 +149,7 @@ def resolve_model(model: str, *, uri: str | None = None, dst: str | Path | None 
         mlflow.set_tracking_uri(uri)
         if model.startswith("models:/"):
             facts.update(_registry_facts(MlflowClient(tracking_uri=uri), model))
-        target = Path(dst) if dst else Path(tempfile.mkdtemp(prefix="harvest-model-"))
-        try:
-            local = Path(mlflow.artifacts.download_artifacts(artifact_uri=model, dst_path=str(target), tracking_uri=uri))
-        except MlflowException as exc:
-            raise ModelNotFoundError(f"cannot load {model!r} from {uri}: {exc.message}") from exc
+        local = _download(model, uri, facts, Path(dst) if dst else None)
     else:
         local = Path(model).expanduser()
         if not local.exists():
@@ -171,3 +172,30 @@ def _registry_facts(client: MlflowClient, model: str) -> dict[str, Any]:
     except MlflowException as exc:
         raise ModelNotFoundError(f"no registered model {model!r}: {exc.message}") from exc
     return {"name": version.name, "version": str(version.version), "run_id": version.run_id}
+
+
+def _download(model: str, uri: str, facts: dict[str, Any], dst: Path | None) -> Path:
+    """Download a registry or run artefact, once: registry versions are immutable, so they are cached
+    under ``$HARVEST_HOME/models/<name>/<version>`` (moved into place atomically) and reused."""
+    if dst is None and facts.get("version"):
+        cache = harvest_home() / "models" / facts["name"] / facts["version"]
+        if (cache / ".complete").is_file():
+            return cache
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".download-", dir=cache.parent))
+        local = _fetch(model, uri, staging)
+        (staging / ".complete").write_text(str(local.relative_to(staging)))
+        try:
+            staging.rename(cache)
+        except OSError:  # another process put it there first
+            shutil.rmtree(staging, ignore_errors=True)
+        return cache
+    target = dst or Path(tempfile.mkdtemp(prefix="harvest-model-"))
+    return _fetch(model, uri, target)
+
+
+def _fetch(model: str, uri: str, target: Path) -> Path:
+    try:
+        return Path(mlflow.artifacts.download_artifacts(artifact_uri=model, dst_path=str(target), tracking_uri=uri))
+    except MlflowException as exc:
+        raise ModelNotFoundError(f"cannot load {model!r} from {uri}: {exc.message}") from exc

@@ -16,18 +16,75 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from reranker_service.api.errors import error_body, install_error_handlers
 from reranker_service.api.schemas import RerankRequest, RerankResponse, RerankResult, Usage
 from reranker_service.backends import Backend, ValueModelBackend
 from reranker_service.engine import RerankEngine
-from reranker_service.exceptions import RequestTooLargeError
+from reranker_service.exceptions import RequestTooLargeError, UnauthorizedError
 from reranker_service.settings import Settings
 
-__all__ = ["create_app"]
+__all__ = ["BodyLimitMiddleware", "create_app"]
 
 logger = logging.getLogger(__name__)
 _bearer = HTTPBearer(auto_error=False)
+
+
+class BodyLimitMiddleware:
+    """Refuses request bodies over ``max_bytes`` with 413: at once when ``Content-Length`` says so, and
+    while reading for bodies without one (chunked transfer), so no body is ever buffered past the limit."""
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and length.isdigit():
+            if int(length) > self.max_bytes:
+                await self._refuse(scope, receive, send, f"request body is {int(length)} bytes")
+                return
+            await self.app(scope, receive, send)
+            return
+        # No Content-Length (chunked): read up to the limit, then replay what was read to the app.
+        chunks: list[bytes] = []
+        size, more = 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                await self.app(scope, _replay([message]), send)
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            more = message.get("more_body", False)
+            if size > self.max_bytes:
+                await self._refuse(scope, receive, send, f"request body exceeds {self.max_bytes} bytes")
+                return
+        await self.app(scope, _replay([{"type": "http.request", "body": b"".join(chunks), "more_body": False}],
+                                      receive), send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, what: str) -> None:
+        response = JSONResponse(status_code=413, content=error_body(
+            "request_too_large", f"{what}; the limit is {self.max_bytes}"))
+        await response(scope, receive, send)
+
+
+def _replay(messages: list[Message], then: Receive | None = None) -> Receive:
+    """A ``receive`` that hands out ``messages`` first, then defers to ``then``."""
+    pending = list(messages)
+
+    async def receive() -> Message:
+        if pending:
+            return pending.pop(0)
+        if then is None:
+            return {"type": "http.disconnect"}
+        return await then()
+
+    return receive
 
 
 def create_app(settings: Settings, *, backend: Backend | None = None) -> FastAPI:
@@ -55,16 +112,10 @@ def create_app(settings: Settings, *, backend: Backend | None = None) -> FastAPI
     )
     app.state.settings = settings
     install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
 
     @app.middleware("http")
-    async def limit_body(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > settings.max_request_bytes:
-            return JSONResponse(
-                status_code=413,
-                content=error_body("request_too_large",
-                                   f"request body is {length} bytes; the limit is {settings.max_request_bytes}"),
-            )
+    async def json_by_default(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         # The API only speaks JSON: read bodies sent without a JSON content type (curl -d sends
         # application/x-www-form-urlencoded) as JSON rather than failing on the header.
         if request.method == "POST":
@@ -79,10 +130,7 @@ def create_app(settings: Settings, *, backend: Backend | None = None) -> FastAPI
             return
         token = credentials.credentials if credentials else ""
         if not any(secrets.compare_digest(token, key) for key in settings.api_keys):
-            from fastapi import HTTPException
-
-            raise HTTPException(status_code=401, detail="missing or invalid bearer token",
-                                headers={"WWW-Authenticate": "Bearer"})
+            raise UnauthorizedError("missing or invalid bearer token (send 'Authorization: Bearer <key>')")
 
     def engine_of(request: Request) -> RerankEngine:
         return request.app.state.engine

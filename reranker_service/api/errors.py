@@ -8,7 +8,16 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from reranker_service.exceptions import EngineNotReadyError, OverloadedError, RequestTooLargeError, ServiceError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from reranker_service.exceptions import (
+    EngineNotReadyError,
+    OverloadedError,
+    RequestTooLargeError,
+    ScoringFailedError,
+    ServiceError,
+    UnauthorizedError,
+)
 
 __all__ = ["error_body", "install_error_handlers"]
 
@@ -48,6 +57,22 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(EngineNotReadyError)
     async def not_ready(request: Request, exc: EngineNotReadyError) -> JSONResponse:
         return JSONResponse(status_code=503, content=error_body("not_ready", str(exc)), headers={"Retry-After": "1"})
+
+    @app.exception_handler(UnauthorizedError)
+    async def unauthorized(request: Request, exc: UnauthorizedError) -> JSONResponse:
+        return JSONResponse(status_code=401, content=error_body("unauthorized", str(exc)),
+                            headers={"WWW-Authenticate": "Bearer"})
+
+    @app.exception_handler(ScoringFailedError)
+    async def scoring_failed(request: Request, exc: ScoringFailedError) -> JSONResponse:
+        # Answered here, not by the catch-all, so the connection stays usable for keep-alive clients.
+        return JSONResponse(status_code=500, content=error_body("internal_error", str(exc)))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kinds = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}
+        return JSONResponse(status_code=exc.status_code, content=error_body(kinds.get(exc.status_code, "http_error"),
+                            str(exc.detail)), headers=getattr(exc, "headers", None))
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:

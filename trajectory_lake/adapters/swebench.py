@@ -18,6 +18,7 @@ its patch a ``patch`` candidate, and its verdict a ``resolved`` outcome.
 from __future__ import annotations
 
 import re
+from abc import abstractmethod
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -120,7 +121,28 @@ def _require_str(record: Mapping[str, Any], key: str) -> str:
     return value
 
 
-class SweBenchTasks(Adapter):
+class _RecordAdapter(Adapter):
+    """An adapter over a file of independent records (JSONL, JSON array, or object keyed by id)."""
+
+    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
+        for item in _records(self, source):
+            if isinstance(item, Quarantined):
+                yield item
+                continue
+            locator, raw, record = item
+            try:
+                if not isinstance(record, dict):
+                    raise ValueError(f"expected an object, got {type(record).__name__}")
+                yield self._bundle(source, group, locator, record)
+            except ValueError as exc:
+                yield self.quarantine(locator, str(exc), raw)
+
+    @abstractmethod
+    def _bundle(self, source: SourceFile, group: RunGroup, locator: str, record: dict[str, Any]) -> Bundle:
+        """The rows of one record; raises ``ValueError`` (the record is quarantined) when it is malformed."""
+
+
+class SweBenchTasks(_RecordAdapter):
     """SWE-bench task instances (the dataset rows) → ``tasks``."""
 
     name: ClassVar[str] = "swebench-tasks"
@@ -134,44 +156,33 @@ class SweBenchTasks(Adapter):
             isinstance(r, dict) and "instance_id" in r and "problem_statement" in r for r in sample
         )
 
-    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
-        for item in _records(self, source):
-            if isinstance(item, Quarantined):
-                yield item
-                continue
-            locator, raw, record = item
-            try:
-                if not isinstance(record, dict):
-                    raise ValueError(f"expected an object, got {type(record).__name__}")
-                instance_id = _require_str(record, "instance_id")
-                prompt = _require_str(record, "problem_statement")
-                for key in ("repo", "base_commit", "patch"):
-                    if record.get(key) is not None and not isinstance(record[key], str):
-                        raise ValueError(f"field {key!r} must be a string, got {record[key]!r}")
-                metadata = {k: v for k, v in record.items() if k not in (*_TASK_COLUMNS, "benchmark")}
-                bundle = Bundle(locator=locator, priority=self.rank)
-                bundle.add(
-                    "tasks",
-                    make_task(
-                        task_id=task_id_for(FAMILY, instance_id),
-                        domain="swe",
-                        benchmark=infer_benchmark(record.get("benchmark"), source.path),
-                        instance_id=instance_id,
-                        repo=record.get("repo"),
-                        base_commit=record.get("base_commit"),
-                        prompt=prompt,
-                        reference=record.get("patch"),
-                        metadata=metadata,
-                        source_uri=source.uri,
-                    ),
-                )
-            except ValueError as exc:
-                yield self.quarantine(locator, str(exc), raw)
-                continue
-            yield bundle
+    def _bundle(self, source: SourceFile, group: RunGroup, locator: str, record: dict[str, Any]) -> Bundle:
+        instance_id = _require_str(record, "instance_id")
+        prompt = _require_str(record, "problem_statement")
+        for key in ("repo", "base_commit", "patch"):
+            if record.get(key) is not None and not isinstance(record[key], str):
+                raise ValueError(f"field {key!r} must be a string, got {record[key]!r}")
+        metadata = {k: v for k, v in record.items() if k not in (*_TASK_COLUMNS, "benchmark")}
+        bundle = Bundle(locator=locator, priority=self.rank)
+        bundle.add(
+            "tasks",
+            make_task(
+                task_id=task_id_for(FAMILY, instance_id),
+                domain="swe",
+                benchmark=infer_benchmark(record.get("benchmark"), source.path),
+                instance_id=instance_id,
+                repo=record.get("repo"),
+                base_commit=record.get("base_commit"),
+                prompt=prompt,
+                reference=record.get("patch"),
+                metadata=metadata,
+                source_uri=source.uri,
+            ),
+        )
+        return bundle
 
 
-class SweBenchPredictions(Adapter):
+class SweBenchPredictions(_RecordAdapter):
     """SWE-bench predictions (optionally labelled) → runs, trajectories, ``patch`` candidates, outcomes."""
 
     name: ClassVar[str] = "swebench-predictions"
@@ -191,20 +202,7 @@ class SweBenchPredictions(Adapter):
                 return {"model": record["model_name_or_path"]}
         return {}
 
-    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
-        for item in _records(self, source):
-            if isinstance(item, Quarantined):
-                yield item
-                continue
-            locator, raw, record = item
-            try:
-                yield self._bundle(source, group, locator, record)
-            except ValueError as exc:
-                yield self.quarantine(locator, str(exc), raw)
-
-    def _bundle(self, source: SourceFile, group: RunGroup, locator: str, record: Any) -> Bundle:  # noqa: ANN401
-        if not isinstance(record, dict):
-            raise ValueError(f"expected an object, got {type(record).__name__}")
+    def _bundle(self, source: SourceFile, group: RunGroup, locator: str, record: dict[str, Any]) -> Bundle:
         instance_id = _require_str(record, "instance_id")
         patch = record.get("model_patch")
         if patch is None:

@@ -1,0 +1,338 @@
+"""The HTTP API of ``create_app`` served by a real uvicorn server on 127.0.0.1.
+
+Covers ``POST /v1/rerank`` (ranking, ``top_n``, request ids, content types), request validation (422),
+limits (413), overload (429 with ``Retry-After``), bearer auth (401), ``/health``, ``/ready``,
+``/openapi.json`` and the generic 500 that never leaks an exception's text. Every request goes over
+real HTTP so headers, content types and body sizes are exactly what a client sends.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from http.client import HTTPConnection, HTTPException
+
+import httpx
+import pytest
+
+from reranker_service import DummyBackend, Settings, create_app
+from tests.reranker_service._helpers import WAIT_S, FailingBackend, rerank_body
+
+pytestmark = pytest.mark.slow  # starts a server
+
+
+@pytest.fixture
+def server(live_server):
+    """A server with the deterministic dummy backend and default settings."""
+    return live_server(create_app(Settings(), backend=DummyBackend()))
+
+
+@pytest.fixture
+def http(server):
+    with server.client() as client:
+        yield client
+
+
+class TestRerank:
+    def test_results_carry_index_id_score_value_and_rank_when_scored(self, http):
+        response = http.post("/v1/rerank", json=rerank_body(4))
+
+        assert response.status_code == 200
+        results = response.json()["results"]
+        assert len(results) == 4
+        for result in results:
+            assert set(result) == {"index", "id", "score", "value", "rank"}
+            assert result["id"] == f"c{result['index']}"
+            assert 0.0 < result["score"] < 1.0
+        assert sorted(r["index"] for r in results) == [0, 1, 2, 3]
+
+    def test_results_are_sorted_by_rank_and_value_when_scored(self, http):
+        results = http.post("/v1/rerank", json=rerank_body(6)).json()["results"]
+
+        assert [r["rank"] for r in results] == [1, 2, 3, 4, 5, 6]
+        values = [r["value"] for r in results]
+        assert values == sorted(values, reverse=True)
+
+    def test_ranking_matches_the_backends_values_when_scored(self, http):
+        body = rerank_body(5)
+        results = http.post("/v1/rerank", json=body).json()["results"]
+
+        expected = DummyBackend().score(body["task"]["prompt"], [c["content"] for c in body["candidates"]])
+        assert [r["value"] for r in results] == sorted(expected.values.tolist(), reverse=True)
+        for r in results:
+            assert r["value"] == pytest.approx(expected.values[r["index"]])
+            assert r["score"] == pytest.approx(expected.scores[r["index"]])
+
+    def test_top_n_keeps_only_the_best_n_when_given(self, http):
+        full = http.post("/v1/rerank", json=rerank_body(5)).json()["results"]
+        top = http.post("/v1/rerank", json=rerank_body(5, top_n=2)).json()
+
+        assert top["results"] == full[:2]
+        assert top["usage"]["candidates"] == 5
+
+    def test_top_n_larger_than_the_candidates_returns_them_all(self, http):
+        results = http.post("/v1/rerank", json=rerank_body(3, top_n=10)).json()["results"]
+        assert len(results) == 3
+
+    def test_request_id_header_equals_the_body_id_when_the_server_makes_one(self, http):
+        response = http.post("/v1/rerank", json=rerank_body(2))
+
+        assert response.headers["x-request-id"] == response.json()["id"]
+        assert response.json()["id"].startswith("rr-")
+
+    def test_request_id_is_echoed_when_the_client_sends_one(self, http):
+        response = http.post("/v1/rerank", json=rerank_body(2), headers={"X-Request-ID": "agent-42"})
+
+        assert response.headers["x-request-id"] == "agent-42"
+        assert response.json()["id"] == "agent-42"
+
+    def test_response_names_the_model_and_reports_usage(self, http):
+        body = http.post("/v1/rerank", json=rerank_body(3)).json()
+
+        assert body["model"] == "dummy/0"
+        assert body["usage"]["candidates"] == 3
+        assert body["usage"]["truncated"] == 0
+        assert body["usage"]["duration_ms"] >= 0
+        assert body["warnings"] == []
+
+    def test_candidates_without_ids_come_back_with_null_ids(self, http):
+        body = {"task": {"prompt": "p"}, "candidates": [{"content": "a"}, {"content": "b"}]}
+        results = http.post("/v1/rerank", json=body).json()["results"]
+        assert [r["id"] for r in results] == [None, None]
+
+    @pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded", "text/plain"])
+    def test_json_body_is_read_when_sent_with_a_non_json_content_type(self, http, content_type):
+        # curl -d sends application/x-www-form-urlencoded unless told otherwise.
+        response = http.post(
+            "/v1/rerank", content=json.dumps(rerank_body(3)), headers={"Content-Type": content_type}
+        )
+
+        assert response.status_code == 200, response.text
+        assert [r["rank"] for r in response.json()["results"]] == [1, 2, 3]
+
+
+class TestValidation:
+    @pytest.mark.parametrize(
+        ("body", "field", "says"),
+        [
+            pytest.param(rerank_body(0), "candidates", "at least 1", id="empty-candidates"),
+            pytest.param({"candidates": [{"content": "a"}]}, "task", "Field required", id="missing-task"),
+            pytest.param(rerank_body(2, top_n=0), "top_n", "greater than or equal to 1", id="top_n-zero"),
+            pytest.param(
+                rerank_body(2, temperature=0.5),
+                "temperature",
+                "Extra inputs are not permitted",
+                id="extra-field",
+            ),
+            pytest.param(
+                {"task": {"prompt": ""}, "candidates": [{"content": "a"}]},
+                "task.prompt",
+                "at least 1",
+                id="empty-prompt",
+            ),
+            pytest.param(
+                {"task": {"prompt": "p"}, "candidates": [{"content": "a", "kind": "poem"}]},
+                "candidates.0.kind",
+                "patch",
+                id="unknown-kind",
+            ),
+        ],
+    )
+    def test_invalid_body_gets_422_naming_the_field(self, http, body, field, says):
+        response = http.post("/v1/rerank", json=body)
+
+        assert response.status_code == 422
+        error = response.json()["error"]
+        assert error["type"] == "invalid_request"
+        assert f"{field}:" in error["message"]
+        assert says in error["message"]
+
+    def test_malformed_json_gets_422(self, http):
+        response = http.post("/v1/rerank", content=b'{"task": ', headers={"Content-Type": "application/json"})
+
+        assert response.status_code == 422
+        assert response.json()["error"]["type"] == "invalid_request"
+
+
+class TestLimits:
+    def test_more_candidates_than_max_candidates_get_413(self, live_server):
+        server = live_server(create_app(Settings(max_candidates=3), backend=DummyBackend()))
+        with server.client() as http:
+            response = http.post("/v1/rerank", json=rerank_body(4))
+            at_limit = http.post("/v1/rerank", json=rerank_body(3))
+
+        assert response.status_code == 413
+        assert response.json()["error"] == {
+            "type": "request_too_large",
+            "message": "4 candidates; the limit is 3 per request",
+        }
+        assert at_limit.status_code == 200
+
+    def test_body_over_max_request_bytes_gets_413(self, live_server):
+        backend = DummyBackend()
+        server = live_server(create_app(Settings(max_request_bytes=1024), backend=backend))
+        payload = json.dumps(rerank_body(1, prompt="x" * 2000)).encode()
+        with server.client() as http:
+            response = http.post("/v1/rerank", content=payload, headers={"Content-Type": "application/json"})
+
+        assert response.status_code == 413
+        assert response.json()["error"]["type"] == "request_too_large"
+        assert (
+            f"request body is {len(payload)} bytes; the limit is 1024" in response.json()["error"]["message"]
+        )
+        assert backend.calls == 0
+
+    def test_chunked_body_over_max_request_bytes_gets_413(self, live_server):
+        # A body sent with Transfer-Encoding: chunked has no Content-Length to check up front.
+        backend = DummyBackend()
+        server = live_server(create_app(Settings(max_request_bytes=1024), backend=backend))
+        payload = json.dumps(rerank_body(1, prompt="x" * 4000)).encode()
+        chunks = [payload[i : i + 512] for i in range(0, len(payload), 512)]
+        with server.client() as http:
+            response = http.post(
+                "/v1/rerank", content=iter(chunks), headers={"Content-Type": "application/json"}
+            )
+
+        assert response.status_code == 413, f"a {len(payload)}-byte chunked body got {response.status_code}"
+        assert backend.calls == 0
+
+
+class TestOverload:
+    def test_full_queue_gets_429_with_retry_after(self, live_server, slow_backend):
+        server = live_server(create_app(Settings(max_queue=1), backend=slow_backend))
+        engine = server.app.state.engine
+        with server.client() as http, ThreadPoolExecutor(max_workers=2) as pool:
+            try:
+                in_flight = pool.submit(http.post, "/v1/rerank", json=rerank_body(1))
+                assert slow_backend.entered.wait(WAIT_S)
+                waiting = pool.submit(http.post, "/v1/rerank", json=rerank_body(2))
+                deadline = time.monotonic() + WAIT_S
+                while engine.queue_depth < 1:
+                    assert time.monotonic() < deadline, "the second request never reached the queue"
+                    time.sleep(0.01)
+
+                refused = http.post("/v1/rerank", json=rerank_body(3))
+            finally:
+                slow_backend.release.set()
+            answered = [in_flight.result(WAIT_S), waiting.result(WAIT_S)]
+
+        assert refused.status_code == 429
+        assert int(refused.headers["retry-after"]) >= 1
+        assert refused.json()["error"]["type"] == "overloaded"
+        assert [r.status_code for r in answered] == [200, 200]
+        assert engine.stats.rejected == 1
+
+
+class TestAuth:
+    @pytest.fixture
+    def guarded(self, live_server):
+        return live_server(create_app(Settings(api_keys=("k1", "k2")), backend=DummyBackend()))
+
+    def test_rerank_without_a_token_gets_401_when_keys_are_set(self, guarded):
+        with guarded.client() as http:
+            response = http.post("/v1/rerank", json=rerank_body(2))
+        assert response.status_code == 401
+        assert response.headers["www-authenticate"] == "Bearer"
+
+    def test_rerank_with_a_wrong_token_gets_401_when_keys_are_set(self, guarded):
+        with guarded.client(headers={"Authorization": "Bearer nope"}) as http:
+            response = http.post("/v1/rerank", json=rerank_body(2))
+        assert response.status_code == 401
+
+    def test_rerank_with_a_non_bearer_scheme_gets_401_when_keys_are_set(self, guarded):
+        with guarded.client(headers={"Authorization": "Basic azE6"}) as http:
+            response = http.post("/v1/rerank", json=rerank_body(2))
+        assert response.status_code == 401
+
+    @pytest.mark.parametrize("key", ["k1", "k2"])
+    def test_rerank_with_a_listed_token_gets_200(self, guarded, key):
+        with guarded.client(headers={"Authorization": f"Bearer {key}"}) as http:
+            response = http.post("/v1/rerank", json=rerank_body(2))
+        assert response.status_code == 200
+
+    def test_health_and_ready_need_no_token_when_keys_are_set(self, guarded):
+        with guarded.client() as http:
+            assert http.get("/health").status_code == 200
+            assert http.get("/ready").status_code == 200
+
+    def test_401_answer_uses_the_service_error_shape(self, guarded):
+        # Every other error is {"error": {"type", "message"}}; clients read the message from there.
+        with guarded.client() as http:
+            body = http.post("/v1/rerank", json=rerank_body(2)).json()
+        assert "error" in body, f"401 body is {body}"
+        assert "bearer token" in body["error"]["message"]
+
+    def test_rerank_needs_no_token_when_no_keys_are_set(self, http):
+        assert http.post("/v1/rerank", json=rerank_body(2)).status_code == 200
+
+
+class TestHealthAndDocs:
+    def test_health_answers_ok(self, http):
+        response = http.get("/health")
+        assert (response.status_code, response.json()) == (200, {"status": "ok"})
+
+    def test_ready_answers_200_with_the_model_once_started(self, http):
+        response = http.get("/ready")
+        assert response.status_code == 200
+        assert response.json() == {"status": "ready", "model": "dummy", "version": "0"}
+
+    def test_openapi_lists_the_rerank_route(self, http):
+        spec = http.get("/openapi.json").json()
+        assert "post" in spec["paths"]["/v1/rerank"]
+        assert {"/health", "/ready"} <= set(spec["paths"])
+
+
+class TestUnexpectedErrors:
+    def test_backend_exception_gets_a_generic_500_without_its_text(self, live_server):
+        server = live_server(create_app(Settings(), backend=FailingBackend()))
+        with server.client() as http:
+            response = http.post("/v1/rerank", json=rerank_body(2))
+
+        assert response.status_code == 500
+        assert response.json() == {"error": {"type": "internal_error", "message": "the model failed to score this request"}}
+        assert "hunter2" not in response.text
+        assert "RuntimeError" not in response.text
+
+    def test_server_keeps_serving_when_a_backend_call_failed(self, live_server):
+        server = live_server(create_app(Settings(), backend=FailingBackend()))
+        statuses = []
+        for _ in range(2):
+            with server.client() as http:  # a fresh connection each time: see the keep-alive test below
+                statuses.append(http.post("/v1/rerank", json=rerank_body(2)).status_code)
+        with server.client() as http:
+            health = http.get("/health")
+
+        assert statuses == [500, 500]
+        assert health.status_code == 200
+        assert server.app.state.engine.ready
+        assert server.app.state.engine.stats.failed == 2
+
+    def test_keep_alive_connection_stays_usable_when_a_backend_call_failed(self, live_server):
+        # The 500 comes without "Connection: close", so a pooled client (RerankClient included) sends
+        # its next request on the same connection; the server must not drop that connection silently.
+        server = live_server(create_app(Settings(), backend=FailingBackend()))
+        url = httpx.URL(server.url)
+        connection = HTTPConnection(url.host, url.port, timeout=WAIT_S)
+        try:
+            connection.request(
+                "POST",
+                "/v1/rerank",
+                body=json.dumps(rerank_body(2)),
+                headers={"Content-Type": "application/json"},
+            )
+            failed = connection.getresponse()
+            failed.read()
+            assert failed.status == 500
+            if (failed.getheader("connection") or "").lower() == "close":
+                return  # the server said it closes the connection: clients open a new one
+            time.sleep(0.5)  # let the server finish with the failed request before reusing the connection
+            try:
+                connection.request("GET", "/health")
+                health = connection.getresponse()
+                health.read()
+            except (ConnectionError, HTTPException) as exc:
+                pytest.fail(f"the server dropped the kept-alive connection after the 500: {exc!r}")
+            assert health.status == 200
+        finally:
+            connection.close()

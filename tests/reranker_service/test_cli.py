@@ -1,0 +1,130 @@
+"""``harvest serve``: its options, and how flags and ``HARVEST_*`` variables become the served Settings.
+
+Under test: ``trajectory_lake.cli.main`` through click's ``CliRunner``, with ``serve`` resolved through
+the installed entry point. ``uvicorn.run`` is replaced by a recorder where a test only needs the app
+the command would serve, so no port is bound.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+from click.testing import CliRunner
+from fastapi import FastAPI
+
+from reranker_service import DummyBackend, create_app
+from tests.reranker_service._helpers import serve
+from trajectory_lake.cli import main
+
+
+@pytest.fixture
+def served(monkeypatch) -> list[FastAPI]:
+    """Replace ``uvicorn.run`` with a recorder of the apps ``harvest serve`` would run."""
+    import uvicorn
+
+    from reranker_service.backends import ValueModelBackend
+
+    apps: list[FastAPI] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: apps.append(app))
+    # The command loads the model before serving; stand a dummy in for the registry.
+    monkeypatch.setattr(ValueModelBackend, "load", classmethod(lambda cls, model, **kwargs: DummyBackend(model)))
+    return apps
+
+
+@pytest.fixture
+def uvicorn_loggers_restored() -> Iterator[None]:
+    """``uvicorn.run`` configures the ``uvicorn*`` loggers process-wide; put them back afterwards."""
+    names = ("uvicorn", "uvicorn.error", "uvicorn.access")
+    saved = {
+        n: (list(logging.getLogger(n).handlers), logging.getLogger(n).level, logging.getLogger(n).propagate)
+        for n in names
+    }
+    yield
+    for name, (handlers, level, propagate) in saved.items():
+        logger = logging.getLogger(name)
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+        logger.propagate = propagate
+
+
+class TestHelp:
+    def test_serve_help_lists_model_and_port(self):
+        result = CliRunner().invoke(main, ["serve", "--help"])
+
+        assert result.exit_code == 0, result.output
+        for option in ("--model", "--port", "--host", "--max-queue", "--api-keys", "--tracking-uri"):
+            assert option in result.output
+
+    def test_harvest_help_lists_serve(self):
+        result = CliRunner().invoke(main, ["--help"])
+        assert result.exit_code == 0
+        assert "serve" in result.output
+
+
+class TestSettingsWiring:
+    def test_flags_become_the_served_settings(self, served):
+        result = CliRunner().invoke(
+            main,
+            ["serve", "--model", "models:/m@a", "--port", "9009", "--max-queue", "3"],
+            env={"HARVEST_PORT": "9000"},
+        )
+
+        assert result.exit_code == 0, result.output
+        settings = served[0].state.settings
+        assert (settings.model, settings.port, settings.max_queue) == ("models:/m@a", 9009, 3)
+
+    def test_environment_fills_what_flags_leave_out(self, served):
+        result = CliRunner().invoke(
+            main, ["serve"], env={"HARVEST_PORT": "9010", "HARVEST_API_KEYS": "k1,k2"}
+        )
+
+        assert result.exit_code == 0, result.output
+        settings = served[0].state.settings
+        assert (settings.port, settings.api_keys) == (9010, ("k1", "k2"))
+
+    def test_invalid_environment_value_exits_with_a_usage_error_naming_it(self, served):
+        result = CliRunner().invoke(main, ["serve"], env={"HARVEST_PORT": "eighty"})
+
+        assert result.exit_code == 2
+        assert "HARVEST_PORT='eighty' is not a valid int" in result.output
+        assert served == []
+
+    def test_out_of_range_flag_exits_with_a_usage_error(self, served):
+        result = CliRunner().invoke(main, ["serve", "--port", "0"])
+
+        assert result.exit_code == 2
+        assert "port must be in 1..65535" in result.output
+        assert served == []
+
+    @pytest.mark.slow  # starts a server
+    def test_api_keys_flag_accepts_exactly_the_given_key(self, served):
+        # --api-keys arrives as one string; iterating it would make every character a valid token.
+        result = CliRunner().invoke(main, ["serve", "--api-keys", "k1"], env={"HARVEST_API_KEYS": ""})
+        assert result.exit_code == 0, result.output
+        settings = served[0].state.settings
+
+        statuses = {}
+        with serve(create_app(settings, backend=DummyBackend())) as server:
+            for token in ("k1", "k", "1"):
+                with server.client(headers={"Authorization": f"Bearer {token}"}) as http:
+                    body = {"task": {"prompt": "p"}, "candidates": [{"content": "a"}]}
+                    statuses[token] = http.post("/v1/rerank", json=body).status_code
+
+        assert statuses == {"k1": 200, "k": 401, "1": 401}
+        assert settings.api_keys == ("k1",)
+
+
+class TestStartupFailure:
+    @pytest.mark.timeout(120)  # should the command ever start serving instead of failing
+    def test_missing_model_exits_with_a_click_error_not_a_traceback(self, tmp_path, uvicorn_loggers_restored):
+        # serve_command catches ModelNotFoundError around uvicorn.run, but the model loads in the app's
+        # lifespan, where uvicorn logs the error and exits with status 3 instead.
+        missing = tmp_path / "no-such-model"
+        result = CliRunner().invoke(
+            main, ["serve", "--model", str(missing), "--port", "1", "--log-level", "critical"]
+        )
+
+        assert result.exit_code == 1, f"exit code {result.exit_code}: {result.output}"
+        assert f"Error: no model at '{missing}'" in result.output

@@ -1,0 +1,105 @@
+"""RerankClient and AsyncRerankClient against a real server with the dummy backend, and ``rerank_payload``."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from reranker_service import AsyncRerankClient, DummyBackend, RerankClient, RerankError, Settings, create_app
+from reranker_service.client import rerank_payload
+
+
+@pytest.fixture
+def server(live_server):
+    return live_server(create_app(Settings(), backend=DummyBackend()))
+
+
+@pytest.fixture
+def dead_url() -> str:
+    """A URL on 127.0.0.1 where nothing listens."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+class TestPayload:
+    def test_strings_become_candidate_objects(self):
+        assert rerank_payload("p", ["a", "b"]) == {
+            "task": {"prompt": "p"},
+            "candidates": [{"content": "a"}, {"content": "b"}],
+        }
+
+    def test_dict_candidates_pass_through_and_options_are_added_when_given(self):
+        body = rerank_payload("p", [{"content": "a", "id": "x", "kind": "patch"}], top_n=1, task_id="t-1")
+        assert body == {
+            "task": {"prompt": "p", "id": "t-1"},
+            "candidates": [{"content": "a", "id": "x", "kind": "patch"}],
+            "top_n": 1,
+        }
+
+
+@pytest.mark.slow
+class TestSyncClient:
+    def test_rerank_returns_the_ranked_body(self, server):
+        with RerankClient(server.url) as client:
+            body = client.rerank("Fix parse()", [{"content": "a", "id": "x"}, "b", "c"], top_n=2, task_id="t")
+
+        assert [r["rank"] for r in body["results"]] == [1, 2]
+        assert body["usage"]["candidates"] == 3
+
+    def test_health_and_ready_answer_when_the_server_runs(self, server):
+        with RerankClient(server.url) as client:
+            assert client.health() == {"status": "ok"}
+            assert client.ready() is True
+            client.wait_until_ready(timeout=5)
+
+    def test_bad_request_raises_rerank_error_with_status_422(self, server):
+        with (
+            RerankClient(server.url) as client,
+            pytest.raises(RerankError, match="HTTP 422: top_n") as raised,
+        ):
+            client.rerank("p", ["a"], top_n=0)
+
+        assert raised.value.status == 422
+        assert raised.value.body["error"]["type"] == "invalid_request"
+
+    def test_api_key_is_sent_as_a_bearer_token(self, live_server):
+        guarded = live_server(create_app(Settings(api_keys=("k1",)), backend=DummyBackend()))
+        with RerankClient(guarded.url, api_key="k1") as client:
+            assert len(client.rerank("p", ["a", "b"])["results"]) == 2
+        with RerankClient(guarded.url) as client, pytest.raises(RerankError) as raised:
+            client.rerank("p", ["a"])
+        assert raised.value.status == 401
+
+    def test_ready_is_false_when_nothing_listens(self, dead_url):
+        with RerankClient(dead_url, timeout=2) as client:
+            assert client.ready() is False
+
+    def test_wait_until_ready_times_out_when_nothing_listens(self, dead_url):
+        with (
+            RerankClient(dead_url, timeout=2) as client,
+            pytest.raises(TimeoutError, match="not ready after"),
+        ):
+            client.wait_until_ready(timeout=0.3, interval=0.05)
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+class TestAsyncClient:
+    async def test_rerank_returns_the_ranked_body(self, server):
+        async with AsyncRerankClient(server.url) as client:
+            body = await client.rerank("Fix parse()", ["a", "b", "c"])
+        assert [r["rank"] for r in body["results"]] == [1, 2, 3]
+
+    async def test_health_answers_when_the_server_runs(self, server):
+        async with AsyncRerankClient(server.url) as client:
+            assert await client.health() == {"status": "ok"}
+
+    async def test_bad_request_raises_rerank_error_with_status_422(self, server):
+        async with AsyncRerankClient(server.url) as client:
+            with pytest.raises(RerankError) as raised:
+                await client.rerank("p", [])
+        assert raised.value.status == 422
+        assert "candidates" in str(raised.value)

@@ -1,0 +1,227 @@
+"""RerankEngine without FastAPI: scoring, the bounded queue, cancellation, failures, start and stop.
+
+The engine runs the backend in one worker thread behind an ``asyncio.Queue``; ``SlowBackend`` holds
+that worker busy so the queue's states (one in flight, N waiting, full) are reached deterministically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pytest
+
+from reranker_service import DummyBackend, EngineNotReadyError, OverloadedError, RerankEngine, ScoringFailedError
+from tests.reranker_service._helpers import WAIT_S, SlowBackend
+from value_model import ScoredBatch
+
+pytestmark = pytest.mark.anyio
+
+
+async def eventually(predicate: Callable[[], bool], *, timeout: float = WAIT_S) -> None:
+    """Yield to the loop until ``predicate()`` holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition not reached within {timeout}s")
+        await asyncio.sleep(0.005)
+
+
+async def busy_with_one_waiting(
+    engine: RerankEngine, backend: SlowBackend
+) -> tuple[asyncio.Task, asyncio.Task]:
+    """Put one request in the backend (blocked) and one in the queue; return both tasks."""
+    in_flight = asyncio.create_task(engine.score("task", ["first"]))
+    await eventually(backend.entered.is_set)
+    waiting = asyncio.create_task(engine.score("task", ["second"]))
+    await eventually(lambda: engine.queue_depth == 1)
+    return in_flight, waiting
+
+
+class FlakyBackend(DummyBackend):
+    """Fails on the prompt ``"boom"``, scores everything else."""
+
+    def score(self, prompt: str, candidates: Sequence[str]) -> ScoredBatch:
+        if prompt == "boom":
+            raise RuntimeError("the model fell over")
+        return super().score(prompt, candidates)
+
+
+class TestScoring:
+    async def test_score_returns_one_value_score_and_flag_per_candidate_when_started(self):
+        async with RerankEngine(DummyBackend()) as engine:
+            scored = await engine.score("fix the bug", ["diff a", "diff b", "diff c"])
+
+        assert len(scored.values) == len(scored.scores) == len(scored.truncated) == 3
+        assert np.all((scored.scores > 0) & (scored.scores < 1))
+        assert scored.truncated == [False, False, False]
+
+    async def test_score_gives_identical_results_when_asked_twice(self):
+        async with RerankEngine(DummyBackend()) as engine:
+            first = await engine.score("fix the bug", ["diff a", "diff b"])
+            second = await engine.score("fix the bug", ["diff a", "diff b"])
+
+        np.testing.assert_array_equal(first.values, second.values)
+        np.testing.assert_array_equal(first.scores, second.scores)
+
+    async def test_stats_count_requests_and_candidates_when_scoring_succeeds(self):
+        async with RerankEngine(DummyBackend()) as engine:
+            await engine.score("p", ["a", "b"])
+            await engine.score("p", ["c"])
+
+            assert (engine.stats.requests, engine.stats.candidates) == (2, 3)
+            assert (engine.stats.rejected, engine.stats.cancelled, engine.stats.failed) == (0, 0, 0)
+
+    async def test_async_with_returns_the_started_engine(self):
+        engine = RerankEngine(DummyBackend())
+        async with engine as entered:
+            assert entered is engine
+            assert engine.ready
+        assert not engine.ready
+
+    async def test_start_is_idempotent_when_called_twice(self):
+        engine = RerankEngine(DummyBackend())
+        await engine.start()
+        worker = engine._worker
+        await engine.start()
+        try:
+            assert engine._worker is worker
+            assert len((await engine.score("p", ["a"])).values) == 1
+        finally:
+            await engine.stop()
+
+    async def test_concurrent_callers_each_get_their_own_scores_when_queued(self):
+        backend = DummyBackend()
+        async with RerankEngine(backend, max_queue=16) as engine:
+            prompts = [f"task {i}" for i in range(8)]
+            results = await asyncio.gather(*(engine.score(p, ["same diff"]) for p in prompts))
+            expected = [backend.score(p, ["same diff"]).values[0] for p in prompts]
+
+        assert [r.values[0] for r in results] == expected
+
+    def test_max_queue_below_one_is_refused_when_constructing(self):
+        with pytest.raises(ValueError, match="max_queue must be >= 1"):
+            RerankEngine(DummyBackend(), max_queue=0)
+
+
+class TestOverload:
+    async def test_score_raises_overloaded_at_once_when_the_queue_is_full(self, slow_backend):
+        async with RerankEngine(slow_backend, max_queue=1) as engine:
+            in_flight, waiting = await busy_with_one_waiting(engine, slow_backend)
+
+            started = time.monotonic()
+            with pytest.raises(OverloadedError, match="1 requests are already waiting") as refused:
+                await engine.score("task", ["third"])
+            assert time.monotonic() - started < 1.0
+            assert refused.value.retry_after > 0
+            assert engine.stats.rejected == 1
+
+            slow_backend.release.set()
+            assert len((await in_flight).values) == 1
+            assert len((await waiting).values) == 1
+
+    async def test_queue_accepts_again_when_it_drains(self, slow_backend):
+        async with RerankEngine(slow_backend, max_queue=1) as engine:
+            in_flight, waiting = await busy_with_one_waiting(engine, slow_backend)
+            with pytest.raises(OverloadedError):
+                await engine.score("task", ["third"])
+            slow_backend.release.set()
+            await asyncio.gather(in_flight, waiting)
+
+            assert len((await engine.score("task", ["fourth"])).values) == 1
+            assert engine.stats.requests == 3
+
+
+class TestCancellation:
+    async def test_cancelled_callers_job_is_skipped_not_scored(self, slow_backend):
+        async with RerankEngine(slow_backend, max_queue=2) as engine:
+            in_flight, waiting = await busy_with_one_waiting(engine, slow_backend)
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+
+            slow_backend.release.set()
+            await in_flight
+            await engine.score("task", ["after"])  # FIFO: once this is answered, the skipped job was seen
+
+            assert engine.stats.cancelled == 1
+            assert slow_backend.calls == 2  # "first" and "after"; "second" never reached the model
+            assert engine.stats.requests == 2
+
+
+class TestBackendFailure:
+    async def test_backend_failure_reaches_the_caller_as_a_generic_scoring_error(self, caplog):
+        async with RerankEngine(FlakyBackend()) as engine:
+            with pytest.raises(ScoringFailedError, match="failed to score") as raised:
+                await engine.score("boom", ["a"])
+            assert engine.stats.failed == 1
+        assert "the model fell over" not in str(raised.value)  # the cause is logged, not handed out
+        assert "the model fell over" in caplog.text
+
+    async def test_engine_keeps_serving_when_a_backend_call_failed(self):
+        async with RerankEngine(FlakyBackend()) as engine:
+            with pytest.raises(ScoringFailedError):
+                await engine.score("boom", ["a"])
+
+            assert engine.ready
+            assert len((await engine.score("fine", ["a", "b"])).values) == 2
+            assert (engine.stats.failed, engine.stats.requests) == (1, 1)
+
+
+class TestLifecycle:
+    async def test_score_raises_not_ready_when_the_engine_was_never_started(self):
+        engine = RerankEngine(DummyBackend())
+        assert not engine.ready
+        with pytest.raises(EngineNotReadyError, match="not running"):
+            await engine.score("p", ["a"])
+
+    async def test_score_raises_not_ready_when_the_engine_has_stopped(self):
+        engine = RerankEngine(DummyBackend())
+        async with engine:
+            pass
+        with pytest.raises(EngineNotReadyError, match="not running"):
+            await engine.score("p", ["a"])
+
+    async def test_stop_fails_waiting_jobs_with_not_ready(self, slow_backend):
+        engine = RerankEngine(slow_backend, max_queue=2)
+        await engine.start()
+        in_flight, waiting = await busy_with_one_waiting(engine, slow_backend)
+        # stop() joins the model thread, so the blocked call must be let go from another thread.
+        threading.Timer(0.2, slow_backend.release.set).start()
+        await engine.stop()
+        try:
+            with pytest.raises(EngineNotReadyError, match="stopped"):
+                await waiting
+            assert not engine.ready
+            assert engine.queue_depth == 0
+        finally:
+            in_flight.cancel()
+
+    async def test_stop_answers_the_request_being_scored_when_it_stops(self, slow_backend):
+        # The job already handed to the backend is no longer in the queue; stop() cancels the worker
+        # while it awaits the model, and nothing ever settles that job's future.
+        engine = RerankEngine(slow_backend, max_queue=2)
+        await engine.start()
+        in_flight, waiting = await busy_with_one_waiting(engine, slow_backend)
+        threading.Timer(0.2, slow_backend.release.set).start()
+        await engine.stop()
+        try:
+            done, _ = await asyncio.wait({in_flight}, timeout=2.0)
+            assert in_flight in done, (
+                "the caller whose request was being scored when stop() ran never got an answer"
+            )
+            if in_flight.exception() is not None:
+                assert isinstance(in_flight.exception(), EngineNotReadyError)
+        finally:
+            in_flight.cancel()
+            waiting.cancel()
+
+    async def test_engine_serves_again_when_restarted_after_stop(self):
+        engine = RerankEngine(DummyBackend())
+        async with engine:
+            pass
+        async with engine:
+            assert len((await engine.score("p", ["a"])).values) == 1
