@@ -38,7 +38,10 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def lite_lake(shared_data: Path, tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
-    """A lake holding the real SWE-bench Lite tasks and candidates, ingested once per session. Read only."""
+    """A lake holding the real SWE-bench Lite tasks and candidates, ingested once per session.
+
+    Treat the data tables as read only; training runs may record their slice manifests in ``slices``.
+    """
     from trajectory_lake import Lake, ingest
 
     lake = Lake(tmp_path_factory.mktemp("lite-lake"))

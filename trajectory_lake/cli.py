@@ -124,6 +124,146 @@ def lake_history(table: str, lake_uri: str | None, storage_options: tuple[str, .
         click.echo(f"v{commit['version']:<5} {commit.get('operation', ''):<10} {json.dumps(meta)}")
 
 
+def _version_options(func: Any) -> Any:  # noqa: ANN401 - a click command
+    func = click.option("--as-of", default=None, metavar="TIME",
+                        help="Read the table as it was at this time (ISO 8601, e.g. 2026-11-29T21:00:00Z).")(func)
+    return click.option("--version", "version_", type=int, default=None, help="Read this table version.")(func)
+
+
+def _pick_version(version: int | None, as_of: str | None) -> int | str | None:
+    if version is not None and as_of is not None:
+        raise click.BadParameter("give --version or --as-of, not both")
+    if as_of is not None:
+        from datetime import datetime
+
+        try:
+            datetime.fromisoformat(as_of.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise click.BadParameter(f"--as-of {as_of!r} is not an ISO 8601 time") from exc
+        return as_of.replace("Z", "+00:00") if as_of.endswith("Z") else as_of
+    return version
+
+
+@lake_group.command("read")
+@click.argument("table", type=click.Choice(TABLE_NAMES))
+@lake_option
+@storage_option
+@_version_options
+@click.option("--limit", default=20, show_default=True, help="Rows to print (0 = all).")
+@click.option("--columns", default=None, help="Comma-separated columns to print.")
+@click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "csv"]), default="table", show_default=True)
+def lake_read(table: str, lake_uri: str | None, storage_options: tuple[str, ...], version_: int | None,
+              as_of: str | None, limit: int, columns: str | None, fmt: str) -> None:
+    """Print a table's rows, at any version or time."""
+    import polars as pl
+
+    lake = open_lake(lake_uri, storage_options)
+    try:
+        frame = lake.scan(table, version=_pick_version(version_, as_of))
+    except LakeError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if columns:
+        frame = frame.select([c.strip() for c in columns.split(",")])
+    if limit:
+        frame = frame.head(limit)
+    data = frame.collect()
+    if fmt == "jsonl":
+        click.echo(data.write_ndjson(), nl=False)
+    elif fmt == "csv":
+        flat = [c for c, t in data.schema.items() if not t.is_nested() and t != pl.Binary]  # CSV holds scalars only
+        click.echo(data.select(flat).write_csv(), nl=False)
+    else:
+        with pl.Config(tbl_rows=max(limit, 20), fmt_str_lengths=60):
+            click.echo(data)
+
+
+@lake_group.command("stats")
+@click.argument("tables", nargs=-1, type=click.Choice(TABLE_NAMES))
+@lake_option
+@storage_option
+@_version_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def lake_stats(tables: tuple[str, ...], lake_uri: str | None, storage_options: tuple[str, ...],
+               version_: int | None, as_of: str | None, as_json: bool) -> None:
+    """Version, rows, files and bytes of each table (all by default)."""
+    lake = open_lake(lake_uri, storage_options)
+    stats = [lake.maintenance.stats(t, version=_pick_version(version_, as_of))
+             for t in (tables or TABLE_NAMES) if lake.exists(t)]
+    if as_json:
+        click.echo(json.dumps(stats, indent=2))
+        return
+    click.echo(f"{'table':<14}{'version':>8}{'rows':>10}{'files':>7}{'MB':>9}  last commit")
+    for s in stats:
+        click.echo(f"{s['table']:<14}{s['version']:>8}{s['rows']:>10}{s['files']:>7}{s['bytes'] / 1e6:>9.2f}  "
+                   f"{s['last_commit'] or ''} {s['last_operation'] or ''}")
+
+
+@lake_group.command("optimize")
+@click.argument("tables", nargs=-1, type=click.Choice(TABLE_NAMES))
+@lake_option
+@storage_option
+@click.option("--z-order", default=None, help="Comma-separated columns to z-order by instead of plain compaction.")
+def lake_optimize(tables: tuple[str, ...], lake_uri: str | None, storage_options: tuple[str, ...],
+                  z_order: str | None) -> None:
+    """Compact small files (each ingest adds one file per table)."""
+    lake = open_lake(lake_uri, storage_options)
+    columns = [c.strip() for c in z_order.split(",")] if z_order else []
+    for table in tables or TABLE_NAMES:
+        if lake.exists(table):
+            metrics = lake.maintenance.optimize(table, z_order=columns)
+            click.echo(f"{table:<14} files removed {metrics['numFilesRemoved']:>4}, added {metrics['numFilesAdded']:>4}")
+
+
+@lake_group.command("vacuum")
+@click.argument("tables", nargs=-1, type=click.Choice(TABLE_NAMES))
+@lake_option
+@storage_option
+@click.option("--retention-hours", type=float, default=None,
+              help="Delete files removed longer ago than this [default: the table's retention, 30 days].")
+@click.option("--dry-run/--no-dry-run", default=True, show_default=True, help="Only list what would be deleted.")
+def lake_vacuum(tables: tuple[str, ...], lake_uri: str | None, storage_options: tuple[str, ...],
+                retention_hours: float | None, dry_run: bool) -> None:
+    """Delete unreferenced data files; versions pinned by saved slice manifests stay readable."""
+    lake = open_lake(lake_uri, storage_options)
+    for table in tables or TABLE_NAMES:
+        if lake.exists(table):
+            files = lake.maintenance.vacuum(table, retention_hours=retention_hours, dry_run=dry_run)
+            click.echo(f"{table:<14} {'would delete' if dry_run else 'deleted'} {len(files)} file(s)")
+
+
+@click.command("slice")
+@click.argument("spec_path", metavar="SPEC", type=click.Path(exists=True, dir_okay=False))
+@lake_option
+@storage_option
+@click.option("--save/--no-save", default=True, show_default=True,
+              help="Record the manifest in the lake (vacuum then keeps its versions).")
+@click.option("--manifest", "manifest_out", type=click.Path(dir_okay=False), default=None,
+              help="Also write the manifest JSON here.")
+@click.option("--export", "export_dir", type=click.Path(file_okay=False), default=None,
+              help="Write the rows (OpenAI-style messages + tools, label, split) into this directory.")
+@click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl"]), default="parquet", show_default=True)
+def slice_command(spec_path: str, lake_uri: str | None, storage_options: tuple[str, ...], save: bool,
+                  manifest_out: str | None, export_dir: str | None, fmt: str) -> None:
+    """Resolve a slice spec (TOML) against pinned table versions and print its manifest."""
+    from trajectory_lake.slices import export_slice, load_spec, resolve_slice
+
+    try:
+        spec = load_spec(spec_path)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="SPEC") from exc
+    lake = open_lake(lake_uri, storage_options)
+    try:
+        manifest = resolve_slice(lake, spec, save=save)
+    except LakeError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if manifest_out:
+        manifest.save(manifest_out)
+    if export_dir:
+        for split, path in export_slice(lake, manifest, export_dir, fmt=fmt).items():
+            click.echo(f"wrote {split}: {path}", err=True)
+    click.echo(manifest.to_json())
+
+
 class _HarvestGroup(click.Group):
     """Finds subcommands through the ``harvest.commands`` entry points and imports only the one used."""
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping
-from datetime import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ _STATS_COLUMNS = {
     "ingests": "ingest_id,started_at,finished_at",
     "quarantine": "quarantine_id,ingest_id,table,adapter,recorded_at",
     "rerank_events": "request_id,model_uri,task_id,at",
+    "slices": "slice_id,name,created_at",
 }
 _MAX_COMMIT_RETRIES = 100  # concurrent appenders exhaust delta-rs' default of 15 (facts §1.12)
 
@@ -170,6 +171,31 @@ class Lake:
         )
         return keys.select(key_cols).join(present, on=key_cols, how="semi")
 
+    @property
+    def maintenance(self) -> _Maintenance:
+        """Compaction, vacuum (keeping pinned versions) and statistics."""
+        return _Maintenance(self)
+
+    def pinned_versions(self) -> dict[str, set[int]]:
+        """Table versions pinned by the slice manifests saved in the ``slices`` table."""
+        if not self.exists("slices"):
+            return {}
+        pinned: dict[str, set[int]] = {}
+        for versions in self.read("slices").get_column("table_versions").to_list():
+            pairs = versions.items() if isinstance(versions, dict) else ((e["key"], e["value"]) for e in versions or [])
+            for table, version in pairs:  # a Delta map reads back as a dict (or [{key, value}] elsewhere)
+                pinned.setdefault(table, set()).add(int(version))
+        return pinned
+
+    def record_slice(self, slice_id: str, name: str, manifest_json: str, versions: Mapping[str, int]) -> None:
+        """Save a slice manifest in the ``slices`` table (once per slice id)."""
+        self.create()
+        if not self.existing_keys("slices", pl.DataFrame({"slice_id": [slice_id]})).is_empty():
+            return
+        row = {"slice_id": slice_id, "name": name, "manifest": manifest_json,
+               "table_versions": list(versions.items()), "created_at": datetime.now(UTC)}
+        self.append("slices", conform("slices", [row]), metadata={"harvest.operation": "record_slice"})
+
     # -- writing --------------------------------------------------------------------------------
 
     def append(self, table: str, rows: pa.Table, *, metadata: Mapping[str, str] | None = None) -> int:
@@ -197,6 +223,58 @@ class Lake:
             ),
         )
         return self.version(table)
+
+
+class _Maintenance:
+    """``lake.maintenance``: compaction, vacuum and statistics (modelled on ``dt.optimize``)."""
+
+    def __init__(self, lake: Lake) -> None:
+        self._lake = lake
+
+    def optimize(self, table: str, *, z_order: Sequence[str] = ()) -> dict[str, Any]:
+        """Compact ``table``'s small files (or z-order them by ``z_order`` columns); returns delta-rs metrics."""
+        dt = self._lake.delta_table(table)
+        properties = CommitProperties(custom_metadata={"harvest.operation": "optimize"},
+                                      max_commit_retries=_MAX_COMMIT_RETRIES)
+        if z_order:
+            return dt.optimize.z_order(list(z_order), commit_properties=properties)
+        return dt.optimize.compact(commit_properties=properties)
+
+    def vacuum(self, table: str, *, retention_hours: float | None = None, dry_run: bool = True) -> list[str]:
+        """Delete files no longer needed, keeping every version a saved slice manifest pins.
+
+        Args:
+            table: the table.
+            retention_hours: keep files removed less than this long ago (default: the table's
+                ``delta.deletedFileRetentionDuration``, 30 days); below it is allowed on purpose.
+            dry_run: only list what would be deleted (the default, as in delta-rs).
+
+        Returns:
+            The files deleted (or that would be).
+        """
+        keep = sorted(self._lake.pinned_versions().get(table, set()))
+        return self._lake.delta_table(table).vacuum(
+            retention_hours=None if retention_hours is None else int(retention_hours),
+            dry_run=dry_run,
+            enforce_retention_duration=retention_hours is None,
+            keep_versions=keep or None,
+            commit_properties=CommitProperties(custom_metadata={"harvest.operation": "vacuum"}),
+        )
+
+    def stats(self, table: str, *, version: int | str | datetime | None = None) -> dict[str, Any]:
+        """Version, rows, data files, bytes and last commit of ``table``."""
+        dt = self._lake.delta_table(table, version=version)
+        actions = pl.DataFrame(dt.get_add_actions(flatten=True))
+        last = dt.history(1)[0] if dt.version() == self._lake.version(table) else {}
+        return {
+            "table": table,
+            "version": dt.version(),
+            "rows": int(actions["num_records"].sum()) if actions.height else 0,
+            "files": actions.height,
+            "bytes": int(actions["size_bytes"].sum()) if actions.height else 0,
+            "last_operation": last.get("operation"),
+            "last_commit": datetime.fromtimestamp(last["timestamp"] / 1000, tz=UTC).isoformat() if last else None,
+        }
 
 
 def conform(table: str, rows: pa.Table | Iterable[Mapping[str, Any]]) -> pa.Table:

@@ -180,6 +180,15 @@ TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("at", _TS),
         ]
     ),
+    "slices": pa.schema(
+        [
+            pa.field("slice_id", pa.string(), nullable=False),
+            pa.field("name", pa.string()),
+            pa.field("manifest", pa.string(), nullable=False),  # the SliceManifest as JSON
+            pa.field("table_versions", pa.map_(pa.string(), pa.int64())),  # what vacuum must keep
+            pa.field("created_at", _TS),
+        ]
+    ),
 }
 
 TABLE_NAMES: Final = tuple(TABLES)
@@ -195,6 +204,7 @@ KEYS: Final[dict[str, tuple[str, ...]]] = {
     "ingests": ("ingest_id",),
     "quarantine": ("quarantine_id",),
     "rerank_events": ("request_id",),
+    "slices": ("slice_id",),
 }
 
 

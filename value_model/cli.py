@@ -30,6 +30,8 @@ def _table(model: dict[str, float], baselines: dict[str, dict[str, float]]) -> s
 @storage_option
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="TOML recipe (e.g. configs/cpu-minilm.toml); flags override it.")
+@click.option("--slice", "slice_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Train on this slice spec (TOML, see configs/slices/) instead of every labelled candidate.")
 @click.option("--register", default=None, help="Register the model under this name.")
 @click.option("--alias", default="champion", show_default=True, help="Alias pointed at the new version.")
 @click.option("--tracking-uri", default=None, help="MLflow tracking URI [default: $MLFLOW_TRACKING_URI or local store].")
@@ -37,20 +39,23 @@ def _table(model: dict[str, float], baselines: dict[str, dict[str, float]]) -> s
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @dataclass_options(TrainConfig)
 def train_command(
-    lake_uri: str | None, storage_options: tuple[str, ...], config_path: str | None, register: str | None,
+    lake_uri: str | None, storage_options: tuple[str, ...], config_path: str | None, slice_path: str | None,
+    register: str | None,
     alias: str, tracking_uri: str | None, output_dir: str | None, as_json: bool, **overrides: Any,  # noqa: ANN401
 ) -> None:
     """Train a value model on the lake, log it to MLflow and register it."""
+    from trajectory_lake.slices import load_spec
     from value_model.pipeline import train_from_lake
 
     try:
         config = load_config(config_path, **overrides)
+        slice_spec = load_spec(slice_path) if slice_path else None
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
     lake = open_lake(lake_uri, storage_options)
     try:
         report = train_from_lake(lake, config, register=register, alias=alias, tracking_uri=tracking_uri,
-                                 output_dir=output_dir)
+                                 output_dir=output_dir, slice_spec=slice_spec)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     result = report.result
@@ -73,16 +78,22 @@ def train_command(
 @storage_option
 @click.option("--model", "model_uri", required=True, help="models:/NAME@ALIAS, models:/NAME/VERSION or a local path.")
 @click.option("--tracking-uri", default=None, help="MLflow tracking URI.")
+@click.option("--slice", "slice_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Evaluate on this slice's val split [default: the slice the model was trained on].")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def evaluate_command(
-    lake_uri: str | None, storage_options: tuple[str, ...], model_uri: str, tracking_uri: str | None, as_json: bool
+    lake_uri: str | None, storage_options: tuple[str, ...], model_uri: str, tracking_uri: str | None,
+    slice_path: str | None, as_json: bool,
 ) -> None:
-    """Evaluate a model on the lake's held-out tasks against the baselines."""
+    """Evaluate a model on the held-out tasks of a slice against the baselines."""
+    from trajectory_lake.slices import load_spec
     from value_model.pipeline import evaluate_registered
     from value_model.tracking import ModelNotFoundError
 
     try:
-        report = evaluate_registered(open_lake(lake_uri, storage_options), model_uri, tracking_uri=tracking_uri)
+        spec = load_spec(slice_path) if slice_path else None
+        report = evaluate_registered(open_lake(lake_uri, storage_options), model_uri, tracking_uri=tracking_uri,
+                                     slice_spec=spec)
     except (ModelNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:

@@ -1,8 +1,8 @@
 """Training examples from the lake, and the split by task.
 
-An example is one candidate with its task prompt and its binary label. Examples are built by joining
-``candidates`` × ``outcomes`` (the configured label) × ``tasks`` at pinned table versions; the versions
-are returned with the frame so a training run records exactly what it read.
+An example is one candidate with its task prompt and its binary label. Examples are the rows of a
+lake slice (:mod:`trajectory_lake.slices`: ``candidates`` × ``outcomes`` × ``tasks`` at pinned table
+versions); the versions are returned with the frame so a training run records exactly what it read.
 
 The split is by task: a task's hash decides whether all of its candidates are in validation, so no
 task is ever in both splits.
@@ -10,14 +10,14 @@ task is ever in both splits.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import polars as pl
 
 from trajectory_lake import Lake
+from trajectory_lake.slices import SliceSpec, resolve_slice, scan_slice, task_bucket
 
-__all__ = ["Examples", "load_examples", "split_by_task", "task_bucket"]
+__all__ = ["Examples", "examples_of", "load_examples", "split_by_task", "task_bucket"]
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ def load_examples(
     drop_empty: bool = True,
     versions: dict[str, int] | None = None,
 ) -> Examples:
-    """Labelled candidates of ``kind`` with their task prompts.
+    """Labelled candidates of ``kind`` with their task prompts (a slice with no filters and no split).
 
     Args:
         lake: the lake to read.
@@ -53,40 +53,17 @@ def load_examples(
     Returns:
         :class:`Examples`. Candidates without a label or without a task prompt are left out.
     """
-    tables = ("candidates", "outcomes", "tasks")
-    pinned = {t: (versions or {}).get(t, lake.version(t)) for t in tables}
-    candidates = (
-        lake.scan("candidates", version=pinned["candidates"])
-        .filter(pl.col("kind") == kind)
-        .select("candidate_id", "task_id", "run_id", "trajectory_id", "content")
-    )
-    outcomes = (
-        lake.scan("outcomes", version=pinned["outcomes"])
-        .filter(pl.col("name") == label)
-        .group_by("candidate_id")
-        .agg(pl.col("value").mean())
-    )
-    tasks = lake.scan("tasks", version=pinned["tasks"]).select("task_id", "prompt", "benchmark", "repo")
-    frame = (
-        candidates.join(outcomes, on="candidate_id", how="inner")
-        .join(tasks, on="task_id", how="inner")
-        .filter(pl.col("prompt").is_not_null())
-        .with_columns(label=(pl.col("value") > 0.5).cast(pl.Float32), content=pl.col("content").fill_null(""))
-    )
-    if drop_empty:
-        frame = frame.filter(pl.col("content").str.strip_chars() != "")
-    return Examples(frame=frame.sort("task_id", "candidate_id").collect(), versions=pinned)
+    spec = SliceSpec(name="examples", kind=kind, label=label, drop_empty=drop_empty, val_fraction=0.0,
+                     versions=versions)
+    manifest = resolve_slice(lake, spec)
+    return Examples(frame=examples_of(scan_slice(lake, manifest).collect()), versions=manifest.versions)
 
 
-def task_bucket(task_id: str, seed: int = 0) -> float:
-    """A stable number in [0, 1) for ``task_id``: the same on every machine and run.
-
-    Examples:
-        >>> 0 <= task_bucket("swe-bench/django__django-11099") < 1
-        True
-    """
-    digest = hashlib.blake2b(f"{seed}:{task_id}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2**64
+def examples_of(rows: pl.DataFrame) -> pl.DataFrame:
+    """Slice rows as training examples: a binary ``label`` column and a prompt on every row."""
+    return rows.filter(pl.col("prompt").is_not_null()).with_columns(
+        value=pl.col("label"), label=(pl.col("label") > 0.5).cast(pl.Float32), content=pl.col("content").fill_null("")
+    )
 
 
 def split_by_task(frame: pl.DataFrame, *, val_fraction: float, seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame]:

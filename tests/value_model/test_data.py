@@ -29,7 +29,8 @@ class TestLoadExamples:
         assert len(load_examples(lite_lake, drop_empty=False).frame) > len(lite_examples.frame)
 
     def test_the_table_versions_read_are_reported(self, lite_lake, lite_examples):
-        assert lite_examples.versions == {t: lite_lake.version(t) for t in ("candidates", "outcomes", "tasks")}
+        assert lite_examples.versions == {t: lite_lake.version(t) for t in lite_examples.versions}
+        assert {"candidates", "outcomes", "tasks"} <= set(lite_examples.versions)
 
 
 class TestSplitByTask:

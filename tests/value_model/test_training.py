@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from trajectory_lake.cli import main
+from trajectory_lake.slices import SLICE_TABLES
 from value_model.config import TrainConfig
 from value_model.data import load_examples, split_by_task
 from value_model.inference import Calibration, Scorer
@@ -79,7 +80,11 @@ class TestRegistry:
         directory, facts = resolve_model("models:/lite-value@champion")
         assert facts["version"] == "1" and facts["run_id"] == report.registered.run_id
         scorer = Scorer.from_directory(directory)
-        assert scorer.info["lineage"]["table_versions"] == {t: lite_lake.version(t) for t in ("candidates", "outcomes", "tasks")}
+        assert scorer.info["lineage"]["table_versions"] == {t: lite_lake.version(t) for t in SLICE_TABLES}
+        # the training slice is saved in the lake, so vacuum keeps the versions it read
+        manifest = scorer.info["slice_manifest"]
+        assert manifest["slice_id"] in lite_lake.read("slices")["slice_id"].to_list()
+        assert lite_lake.pinned_versions()["candidates"] >= {manifest["versions"]["candidates"]}
         # params, metrics and lineage are on the run
         run = mlflow.get_run(report.registered.run_id)
         assert run.data.params["max_length"] == "48"

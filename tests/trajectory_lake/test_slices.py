@@ -1,0 +1,216 @@
+"""Slices: declarative specs resolved against pinned versions, reproducible across later writes,
+compaction and vacuum; their Arrow, torch and export outputs."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from torch.utils.data import DataLoader
+
+from tests.conftest import REPO_ROOT
+from trajectory_lake import Lake, TableNotFoundError, ingest
+from trajectory_lake.cli import main
+from trajectory_lake.slices import (
+    SliceSpec,
+    export_slice,
+    load_manifest,
+    load_spec,
+    resolve_slice,
+    scan_slice,
+    slice_batches,
+    slice_dataset,
+)
+
+
+def _lite_rows(shared_data):
+    rows = []
+    for path in sorted((shared_data / "swebench-lite" / "candidates").glob("*.jsonl")):
+        rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return rows
+
+
+class TestSpec:
+    def test_the_shipped_lite_spec_loads(self):
+        spec = load_spec(REPO_ROOT / "configs" / "slices" / "swebench-lite.toml")
+        assert spec.benchmarks == ("swe-bench-lite",) and spec.kind == "patch" and spec.val_fraction == 0.2
+
+    def test_unknown_keys_are_named(self, tmp_path):
+        path = tmp_path / "s.toml"
+        path.write_text('[slice]\nname = "x"\nbenchmark = ["a"]\n')
+        with pytest.raises(ValueError, match=r"unknown slice options \['benchmark'\]"):
+            load_spec(path)
+
+    def test_every_invalid_value_is_reported_at_once(self):
+        with pytest.raises(ValueError, match="kind must be.*runs must be a list.*val_fraction"):
+            SliceSpec(name="x", kind="diff", runs=[1], val_fraction=1.5)
+
+    def test_times_are_parsed_as_utc(self):
+        spec = SliceSpec(name="x", ingested_after="2026-01-01T00:00:00")
+        assert spec.ingested_after == datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class TestResolve:
+    def test_the_lite_slice_counts_match_the_files(self, lite_lake, shared_data):
+        rows = [r for r in _lite_rows(shared_data) if r["model_patch"].strip()]
+        manifest = resolve_slice(lite_lake, SliceSpec(name="lite", benchmarks=["swe-bench-lite"]))
+        assert manifest.counts["rows"] == len(rows)
+        assert manifest.counts["positives"] == sum(bool(r["resolved"]) for r in rows)
+        assert manifest.counts["tasks"] == 210
+        splits = manifest.counts["splits"]
+        assert splits["train"]["rows"] + splits["val"]["rows"] == len(rows) and splits["test"]["rows"] == 0
+        frame = scan_slice(lite_lake, manifest).collect()
+        assert not set(frame.filter(pl.col("split") == "train")["task_id"]) & set(
+            frame.filter(pl.col("split") == "val")["task_id"])
+
+    def test_run_filters_keep_exactly_that_runs_candidates(self, lite_lake, shared_data):
+        system = "20240402_sweagent_gpt4"
+        expected = [r for r in _lite_rows(shared_data) if r["system"] == system and r["model_patch"].strip()]
+        frame = scan_slice(lite_lake, resolve_slice(lite_lake, SliceSpec(name="one", runs=[system]))).collect()
+        assert frame.height == len(expected) and set(frame["run_name"]) == {system}
+        others = resolve_slice(lite_lake, SliceSpec(name="others", exclude_runs=[system]))
+        assert others.counts["rows"] == resolve_slice(lite_lake, SliceSpec(name="all")).counts["rows"] - len(expected)
+
+    def test_a_filter_that_matches_nothing_gives_an_empty_slice(self, lite_lake):
+        assert resolve_slice(lite_lake, SliceSpec(name="none", benchmarks=["no-such-bench"])).counts["rows"] == 0
+
+    def test_dedup_keeps_one_row_per_identical_patch_of_a_task(self, lite_lake, shared_data):
+        rows = [r for r in _lite_rows(shared_data) if r["model_patch"].strip()]
+        unique = {(r["instance_id"], r["model_patch"]) for r in rows}
+        frame = scan_slice(lite_lake, resolve_slice(lite_lake, SliceSpec(name="d", dedup=True))).collect()
+        assert frame.height == len(unique)
+        assert frame["n_duplicates"].sum() == len(rows)
+
+    def test_downsampling_balances_the_train_split_only(self, lite_lake):
+        spec = SliceSpec(name="b", balance="downsample", balance_ratio=1.0)
+        manifest = resolve_slice(lite_lake, spec)
+        train = manifest.counts["splits"]["train"]
+        assert train["rows"] == 2 * train["positives"]
+        unbalanced = resolve_slice(lite_lake, SliceSpec(name="u"))
+        assert manifest.counts["splits"]["val"] == unbalanced.counts["splits"]["val"]
+        assert resolve_slice(lite_lake, spec).content_hash == manifest.content_hash  # deterministic
+
+    def test_a_test_split_takes_its_own_tasks(self, lite_lake):
+        manifest = resolve_slice(lite_lake, SliceSpec(name="t", val_fraction=0.1, test_fraction=0.1))
+        frame = scan_slice(lite_lake, manifest).collect()
+        by_split = {s: set(frame.filter(pl.col("split") == s)["task_id"]) for s in ("train", "val", "test")}
+        assert all(by_split.values()) and not (by_split["val"] & by_split["test"])
+
+
+class TestReproducibility:
+    def test_same_manifest_same_rows_after_ingest_compaction_and_vacuum(self, shared_data, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([shared_data / "swebench-lite"], lake)
+        spec = SliceSpec(name="pinned", dedup=True)
+        manifest = resolve_slice(lake, spec, save=True)
+        before = scan_slice(lake, manifest).collect()
+        saved = manifest.save(tmp_path / "manifest.json")
+
+        ingest([shared_data / "swebench-verified" / "candidates", shared_data / "formats" / "mini-swe-agent"], lake)
+        ingest([shared_data / "swebench-lite" / "candidates" / "20240402_sweagent_gpt4.jsonl"], lake)
+        for table in ("candidates", "outcomes", "trajectories", "runs", "tasks"):
+            lake.maintenance.optimize(table)
+            lake.maintenance.vacuum(table, retention_hours=0, dry_run=False)
+
+        reloaded = load_manifest(saved)
+        after = scan_slice(lake, reloaded).collect()
+        assert after.equals(before)
+        # a fresh resolution of the same spec sees the new data: a different manifest
+        assert resolve_slice(lake, spec).counts["rows"] > manifest.counts["rows"]
+
+    def test_vacuum_drops_versions_no_manifest_pins(self, shared_data, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([shared_data / "swebench-lite" / "candidates" / "20240402_sweagent_gpt4.jsonl"], lake)
+        ingest([shared_data / "swebench-lite" / "candidates" / "aider_gpt-4o+claude-3-opus.jsonl"], lake)
+        lake.maintenance.optimize("candidates")
+        deleted = lake.maintenance.vacuum("candidates", retention_hours=0, dry_run=False)
+        assert deleted
+        with pytest.raises((TableNotFoundError, FileNotFoundError, OSError)):
+            lake.read("candidates", version=1)
+        assert lake.read("candidates").height == 420
+
+    def test_a_tampered_manifest_is_refused(self, lite_lake):
+        manifest = resolve_slice(lite_lake, SliceSpec(name="x", runs=["20240402_sweagent_gpt4"]))
+        tampered = load_manifest({**json.loads(manifest.to_json()), "content_hash": "sha256:0"})
+        with pytest.raises(ValueError, match="no longer reproduces"):
+            scan_slice(lite_lake, tampered)
+
+
+@pytest.fixture(scope="module")
+def manifest(lite_lake):
+    return resolve_slice(lite_lake, SliceSpec(name="out"))
+
+
+class TestOutputs:
+    def test_arrow_batches_cover_the_slice_in_bounded_batches(self, lite_lake, manifest):
+        batches = list(slice_batches(lite_lake, manifest, batch_size=100))
+        assert sum(b.num_rows for b in batches) == manifest.counts["rows"]
+        assert max(b.num_rows for b in batches) <= 100
+
+    def test_torch_dataset_shards_are_disjoint_and_complete_across_ranks_and_workers(self, lite_lake, manifest):
+        seen = []
+        for rank in (0, 1):
+            dataset = slice_dataset(lite_lake, manifest, split="train", rank=rank, world_size=2)
+            loader = DataLoader(dataset, batch_size=None, num_workers=2)
+            seen += [row["candidate_id"] for row in loader]
+        assert len(seen) == len(set(seen)) == manifest.counts["splits"]["train"]["rows"]
+
+    def test_export_writes_openai_messages_with_steps_and_tools(self, shared_data, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([shared_data / "swebench-lite" / "tasks.jsonl", shared_data / "formats" / "mini-swe-agent"], lake)
+        manifest = resolve_slice(lake, SliceSpec(name="mini", harnesses=["mini-swe-agent"], val_fraction=0.0))
+        written = export_slice(lake, manifest, tmp_path / "out", fmt="jsonl")
+        rows = [json.loads(line) for line in written["train"].read_text().splitlines()]
+        assert len(rows) == 2  # the two labelled trajectories
+        traj = json.loads((shared_data / "formats" / "mini-swe-agent" /
+                           "deepseek-chat_lite_django__django-11099.traj.json").read_text())
+        row = next(r for r in rows if r["task_id"] == "swe-bench/django__django-11099")
+        assert row["messages"][-1] == {"role": "assistant", "content": traj["info"]["submission"]}
+        assert row["messages"][0]["role"] == "user"  # the task prompt
+        assert len(row["messages"]) == 1 + len(traj["messages"]) + 1
+        assert {"type": "function", "function": {"name": "bash"}} in row["tools"]
+        assert row["label"] == 1.0
+        assert json.loads((tmp_path / "out" / "manifest.json").read_text())["slice_id"] == manifest.slice_id
+        parquet = export_slice(lake, manifest, tmp_path / "pq")
+        assert pl.read_parquet(parquet["train"]).height == 2
+
+
+class TestCommands:
+    def test_harvest_slice_prints_and_saves_a_manifest_and_exports(self, shared_data, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([shared_data / "swebench-lite"], lake)
+        spec = REPO_ROOT / "configs" / "slices" / "swebench-lite.toml"
+        result = CliRunner().invoke(main, ["slice", str(spec), "--lake", lake.uri, "--export", str(tmp_path / "x"),
+                                           "--manifest", str(tmp_path / "m.json")])
+        assert result.exit_code == 0, result.output
+        manifest = json.loads(result.stdout)
+        assert manifest["counts"]["splits"]["val"]["tasks"] > 0
+        assert lake.read("slices")["slice_id"].to_list() == [manifest["slice_id"]]
+        assert (tmp_path / "x" / "train.parquet").is_file() and (tmp_path / "m.json").is_file()
+
+    def test_lake_read_stats_optimize_and_vacuum_commands(self, shared_data, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([shared_data / "swebench-lite" / "candidates" / "20240402_sweagent_gpt4.jsonl"], lake)
+        between = datetime.now(UTC).isoformat()
+        time.sleep(0.05)
+        ingest([shared_data / "swebench-lite" / "candidates" / "aider_gpt-4o+claude-3-opus.jsonl"], lake)
+        runner = CliRunner()
+        old = runner.invoke(main, ["lake", "read", "candidates", "--lake", lake.uri, "--version", "1", "--limit", "0",
+                                   "--format", "jsonl", "--columns", "candidate_id"])
+        assert old.exit_code == 0 and len(old.stdout.splitlines()) == 210
+        as_of = runner.invoke(main, ["lake", "read", "candidates", "--lake", lake.uri, "--as-of", between, "--limit",
+                                     "0", "--format", "csv", "--columns", "candidate_id"])
+        assert as_of.exit_code == 0, as_of.output
+        assert len(as_of.stdout.splitlines()) == 211  # header + rows as of the first ingest
+        stats = runner.invoke(main, ["lake", "stats", "candidates", "--lake", lake.uri, "--json"])
+        assert json.loads(stats.stdout)[0]["rows"] == 420 and json.loads(stats.stdout)[0]["files"] == 2
+        optimized = runner.invoke(main, ["lake", "optimize", "candidates", "--lake", lake.uri])
+        assert optimized.exit_code == 0 and "files removed    2" in optimized.stdout
+        vacuum = runner.invoke(main, ["lake", "vacuum", "candidates", "--lake", lake.uri, "--retention-hours", "0"])
+        assert vacuum.exit_code == 0 and "would delete 2 file(s)" in vacuum.stdout
+        both = runner.invoke(main, ["lake", "read", "candidates", "--lake", lake.uri, "--version", "1", "--as-of", between])
+        assert both.exit_code != 0 and "not both" in both.output

@@ -1,0 +1,466 @@
+"""Slices: declarative, reproducible selections of labelled candidates for training and evaluation.
+
+A :class:`SliceSpec` (a TOML file, see ``configs/slices/``) says *what* to take: candidate kind and
+label, filters on domain, benchmark, runs, models, harnesses and ingest time, dedup of identical
+candidates, the split by task hash, and class balance. :func:`resolve_slice` pins it against table
+versions (the latest ones, unless the spec pins versions or a time) and returns a
+:class:`SliceManifest`: the spec, the versions, the counts and a content hash of the resulting rows.
+
+Contract: the same manifest gives the same rows forever — reads go to the pinned versions, so later
+ingests and compaction change nothing, and ``Lake.vacuum`` keeps every version a saved manifest pins.
+Manifests are saved in the lake's ``slices`` table (``save=True``) and as JSON files.
+
+Outputs: :func:`scan_slice` (a polars LazyFrame), :func:`slice_batches` (Arrow record batches),
+:func:`slice_dataset` (a torch ``IterableDataset`` sharded by rank and worker), and
+:func:`export_slice` (Parquet/JSONL rows with OpenAI-style ``messages`` + ``tools``, the layout TRL
+and other trainers read).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import polars as pl
+import pyarrow as pa
+
+from trajectory_lake._hashing import canonical_json
+from trajectory_lake.lake import Lake
+
+__all__ = [
+    "SLICE_TABLES",
+    "SliceManifest",
+    "SliceSpec",
+    "export_slice",
+    "load_manifest",
+    "load_spec",
+    "resolve_slice",
+    "scan_slice",
+    "slice_batches",
+    "slice_dataset",
+    "task_bucket",
+]
+
+# The tables a slice reads (and so pins).
+SLICE_TABLES = ("runs", "tasks", "trajectories", "candidates", "outcomes")
+Split = Literal["train", "val", "test"]
+
+
+def task_bucket(task_id: str, seed: int = 0) -> float:
+    """A stable number in [0, 1) for ``task_id``: the same on every machine, run and lake.
+
+    Examples:
+        >>> 0 <= task_bucket("swe-bench/django__django-11099") < 1
+        True
+    """
+    digest = hashlib.blake2b(f"{seed}:{task_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def _strings(value: Any, name: str, problems: list[str]) -> tuple[str, ...]:  # noqa: ANN401
+    if isinstance(value, str):
+        value = (value,)
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v for v in value):
+        problems.append(f"{name} must be a list of non-empty strings, got {value!r}")
+        return ()
+    return tuple(value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SliceSpec:
+    """What a slice selects. Empty filter lists mean "no filter"."""
+
+    name: str = field(metadata={"help": "A name for people; the manifest's id is a hash."})
+    kind: str = field(default="patch", metadata={"help": "Candidate kind: patch, answer or action."})
+    label: str = field(default="resolved", metadata={"help": "Outcome name used as the label."})
+    labelled_only: bool = field(default=True, metadata={"help": "Drop candidates without that outcome."})
+    domains: tuple[str, ...] = field(default=(), metadata={"help": "Task domains to keep (swe, assistant, ...)."})
+    benchmarks: tuple[str, ...] = field(default=(), metadata={"help": "Task benchmarks to keep."})
+    runs: tuple[str, ...] = field(default=(), metadata={"help": "Run names to keep."})
+    exclude_runs: tuple[str, ...] = field(default=(), metadata={"help": "Run names to drop."})
+    models: tuple[str, ...] = field(default=(), metadata={"help": "Policy models to keep (runs.model)."})
+    harnesses: tuple[str, ...] = field(default=(), metadata={"help": "Harnesses to keep."})
+    ingested_after: datetime | None = field(default=None, metadata={"help": "Keep candidates ingested at/after."})
+    ingested_before: datetime | None = field(default=None, metadata={"help": "Keep candidates ingested before."})
+    drop_empty: bool = field(default=True, metadata={"help": "Drop blank candidates."})
+    dedup: bool = field(default=False, metadata={"help": "One row per identical (task, content); label averaged."})
+    val_fraction: float = field(default=0.2, metadata={"help": "Fraction of tasks in the val split."})
+    test_fraction: float = field(default=0.0, metadata={"help": "Fraction of tasks in the test split."})
+    split_seed: int = field(default=0, metadata={"help": "Seed of the task-hash split."})
+    balance: Literal["none", "downsample"] = field(
+        default="none", metadata={"help": "Downsample the train split's majority class to balance_ratio."}
+    )
+    balance_ratio: float = field(default=1.0, metadata={"help": "Majority rows per minority row after balancing."})
+    balance_seed: int = field(default=0, metadata={"help": "Seed of the downsampling."})
+    versions: Mapping[str, int] | None = field(default=None, metadata={"help": "Pin table versions explicitly."})
+    as_of: datetime | None = field(default=None, metadata={"help": "Pin every table at this time."})
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        if not isinstance(self.name, str) or not self.name:
+            problems.append("name must be a non-empty string")
+        if self.kind not in ("patch", "answer", "action"):
+            problems.append(f"kind must be patch, answer or action, got {self.kind!r}")
+        for name in ("domains", "benchmarks", "runs", "exclude_runs", "models", "harnesses"):
+            object.__setattr__(self, name, _strings(getattr(self, name), name, problems))
+        for name in ("ingested_after", "ingested_before", "as_of"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                try:
+                    value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+                except ValueError:
+                    problems.append(f"{name} must be an ISO-8601 time, got {value!r}")
+                    continue
+            if isinstance(value, datetime) and value.tzinfo is None:
+                value = value.replace(tzinfo=UTC)
+            object.__setattr__(self, name, value)
+        if not (0 <= self.val_fraction < 1 and 0 <= self.test_fraction < 1 and self.val_fraction + self.test_fraction < 1):
+            problems.append("val_fraction and test_fraction must be in [0, 1) and sum to less than 1")
+        if self.balance not in ("none", "downsample"):
+            problems.append(f"balance must be none or downsample, got {self.balance!r}")
+        if self.balance_ratio <= 0:
+            problems.append(f"balance_ratio must be > 0, got {self.balance_ratio}")
+        if self.versions is not None and self.as_of is not None:
+            problems.append("pin either versions or as_of, not both")
+        if self.versions is not None:
+            unknown = sorted(set(self.versions) - set(SLICE_TABLES))
+            if unknown:
+                problems.append(f"versions names unknown tables {unknown}; a slice reads {list(SLICE_TABLES)}")
+            object.__setattr__(self, "versions", dict(self.versions))
+        if problems:
+            raise ValueError(f"invalid slice spec {self.name!r}: " + "; ".join(problems))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as JSON-ready values (times as ISO strings)."""
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = value.isoformat() if isinstance(value, datetime) else list(value) if isinstance(value, tuple) else value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SliceSpec:
+        """A spec from plain values (a TOML ``[slice]`` table or a manifest's ``spec``).
+
+        Raises:
+            ValueError: unknown keys or invalid values.
+        """
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown slice options {unknown}; known: {sorted(known)}")
+        return cls(**dict(data))
+
+
+def load_spec(path: str | Path) -> SliceSpec:
+    """A :class:`SliceSpec` from a TOML file (its ``[slice]`` table, or the top level)."""
+    data = tomllib.loads(Path(path).read_text())
+    return SliceSpec.from_dict(data.get("slice", data))
+
+
+@dataclass(frozen=True)
+class SliceManifest:
+    """A resolved slice: enough to rebuild exactly the same rows later.
+
+    Attributes:
+        slice_id: hash of (spec, versions) — the identity of the selection.
+        spec: the spec, as plain values.
+        versions: the pinned version of every table the slice reads.
+        counts: rows, tasks and positives, overall and per split.
+        content_hash: hash of the ordered (candidate id, label, split) rows — what "same rows" means.
+        created_at: when it was resolved.
+    """
+
+    slice_id: str
+    spec: dict[str, Any]
+    versions: dict[str, int]
+    counts: dict[str, Any]
+    content_hash: str
+    created_at: str
+
+    def to_json(self) -> str:
+        """The manifest as JSON text."""
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the manifest as JSON."""
+        path = Path(path)
+        path.write_text(self.to_json() + "\n")
+        return path
+
+    @property
+    def spec_object(self) -> SliceSpec:
+        """The spec as a :class:`SliceSpec`."""
+        return SliceSpec.from_dict(self.spec)
+
+
+def load_manifest(source: str | Path | Mapping[str, Any]) -> SliceManifest:
+    """A manifest from a JSON file path, JSON text or a dict."""
+    if isinstance(source, Mapping):
+        data = dict(source)
+    else:
+        text = str(source)
+        data = json.loads(text if text.lstrip().startswith("{") else Path(source).read_text())
+    return SliceManifest(**data)
+
+
+def _pinned_versions(lake: Lake, spec: SliceSpec) -> dict[str, int]:
+    if spec.versions is not None:
+        return {t: int(spec.versions.get(t, lake.version(t))) for t in SLICE_TABLES}
+    if spec.as_of is not None:
+        return {t: lake.delta_table(t, version=spec.as_of).version() for t in SLICE_TABLES}
+    return {t: lake.version(t) for t in SLICE_TABLES}
+
+
+def _rows(lake: Lake, spec: SliceSpec, versions: Mapping[str, int]) -> pl.LazyFrame:
+    """The slice's rows at ``versions``, before the split-dependent steps (balance)."""
+    scan = {t: lake.scan(t, version=versions[t]) for t in SLICE_TABLES}
+    candidates = scan["candidates"].filter(pl.col("kind") == spec.kind)
+    if spec.ingested_after is not None:
+        candidates = candidates.filter(pl.col("ingested_at") >= spec.ingested_after)
+    if spec.ingested_before is not None:
+        candidates = candidates.filter(pl.col("ingested_at") < spec.ingested_before)
+    if spec.drop_empty:
+        candidates = candidates.filter(pl.col("content").fill_null("").str.strip_chars() != "")
+    labels = (
+        scan["outcomes"].filter(pl.col("name") == spec.label)
+        .group_by("candidate_id").agg(label=pl.col("value").mean(), label_count=pl.len())
+    )
+    runs = scan["runs"].select("run_id", pl.col("name").alias("run_name"), pl.col("model").alias("run_model"),
+                               pl.col("harness").alias("run_harness"))
+    tasks = scan["tasks"].select("task_id", "prompt", "benchmark", "repo", pl.col("domain").alias("task_domain"))
+    trajectories = scan["trajectories"].select("trajectory_id", "domain", "harness", "model", "exit_status", "n_steps")
+    rows = (
+        candidates.select("candidate_id", "trajectory_id", "task_id", "run_id", "kind", "step_index", "content",
+                          "content_sha256")
+        .join(labels, on="candidate_id", how="inner" if spec.labelled_only else "left")
+        .join(trajectories, on="trajectory_id", how="left")
+        .join(runs, on="run_id", how="left")
+        .join(tasks, on="task_id", how="left")
+        .with_columns(
+            domain=pl.coalesce("task_domain", "domain"),
+            harness=pl.coalesce("harness", "run_harness"),
+            model=pl.coalesce("model", "run_model"),
+        )
+        .drop("task_domain", "run_harness", "run_model")
+    )
+    for column, wanted in (("domain", spec.domains), ("benchmark", spec.benchmarks), ("run_name", spec.runs),
+                           ("model", spec.models), ("harness", spec.harnesses)):
+        if wanted:
+            rows = rows.filter(pl.col(column).is_in(list(wanted)))
+    if spec.exclude_runs:
+        rows = rows.filter(~pl.col("run_name").is_in(list(spec.exclude_runs)).fill_null(False))
+    if spec.dedup:
+        rows = (
+            rows.sort("candidate_id")
+            .group_by("task_id", "content_sha256", maintain_order=True)
+            .agg(pl.all().exclude("label", "label_count").first(), pl.col("label").mean(),
+                 pl.col("label_count").sum(), n_duplicates=pl.len())
+        )
+    else:
+        rows = rows.with_columns(n_duplicates=pl.lit(1, dtype=pl.UInt32))
+    val, test = spec.val_fraction, spec.test_fraction
+    seed = spec.split_seed
+    bucket = pl.col("task_id").map_elements(lambda t: task_bucket(t, seed), return_dtype=pl.Float64)
+    return rows.with_columns(
+        split=pl.when(bucket < test).then(pl.lit("test"))
+        .when(bucket < test + val).then(pl.lit("val"))
+        .otherwise(pl.lit("train"))
+    ).sort("task_id", "candidate_id")
+
+
+def _balanced(frame: pl.DataFrame, spec: SliceSpec) -> pl.DataFrame:
+    if spec.balance == "none" or frame.is_empty():
+        return frame
+    train = frame.filter(pl.col("split") == "train")
+    positive = train.filter(pl.col("label") > 0.5)
+    negative = train.filter(~(pl.col("label") > 0.5))
+    minority, majority = (positive, negative) if len(positive) <= len(negative) else (negative, positive)
+    keep = min(len(majority), max(1, round(len(minority) * spec.balance_ratio)))
+    # Deterministic: rank majority rows by a seeded hash of their id, keep the lowest.
+    kept = (
+        majority.with_columns(
+            _rank=pl.col("candidate_id").map_elements(lambda c: task_bucket(c, spec.balance_seed),
+                                                      return_dtype=pl.Float64))
+        .sort("_rank").head(keep).drop("_rank")
+    )
+    return pl.concat([frame.filter(pl.col("split") != "train"), minority, kept]).sort("task_id", "candidate_id")
+
+
+def _materialise(lake: Lake, spec: SliceSpec, versions: Mapping[str, int]) -> pl.DataFrame:
+    return _balanced(_rows(lake, spec, versions).collect(), spec)
+
+
+def _content_hash(frame: pl.DataFrame) -> str:
+    digest = hashlib.sha256()
+    for candidate_id, label, split in frame.select("candidate_id", "label", "split").iter_rows():
+        digest.update(f"{candidate_id}\t{label!r}\t{split}\n".encode())
+    return f"sha256:{digest.hexdigest()}"
+
+
+def _counts(frame: pl.DataFrame) -> dict[str, Any]:
+    def one(part: pl.DataFrame) -> dict[str, int]:
+        return {"rows": part.height, "tasks": part["task_id"].n_unique(),
+                "positives": int((part["label"].fill_null(0) > 0.5).sum())}
+
+    return {**one(frame), "splits": {s: one(frame.filter(pl.col("split") == s)) for s in ("train", "val", "test")}}
+
+
+def resolve_slice(lake: Lake, spec: SliceSpec, *, save: bool = False) -> SliceManifest:
+    """Pin ``spec`` to table versions and describe the rows it selects.
+
+    Args:
+        lake: the lake.
+        spec: what to select.
+        save: also record the manifest in the lake's ``slices`` table (so ``vacuum`` keeps its versions).
+
+    Returns:
+        The :class:`SliceManifest`.
+    """
+    versions = _pinned_versions(lake, spec)
+    frame = _materialise(lake, spec, versions)
+    spec_dict = spec.to_dict()
+    manifest = SliceManifest(
+        slice_id="b2:" + hashlib.blake2b(canonical_json([spec_dict, versions]).encode(), digest_size=16).hexdigest(),
+        spec=spec_dict,
+        versions=versions,
+        counts=_counts(frame),
+        content_hash=_content_hash(frame),
+        created_at=datetime.now(UTC).isoformat(),
+    )
+    if save:
+        lake.record_slice(manifest.slice_id, spec.name, manifest.to_json(), versions)
+    return manifest
+
+
+def scan_slice(lake: Lake, manifest: SliceManifest, *, split: Split | None = None) -> pl.LazyFrame:
+    """The manifest's rows (optionally one split) as a polars LazyFrame.
+
+    Raises:
+        ValueError: the rows no longer hash to the manifest's ``content_hash`` (a pinned version was
+            vacuumed away or rewritten outside Harvest).
+    """
+    frame = _materialise(lake, manifest.spec_object, manifest.versions)
+    if _content_hash(frame) != manifest.content_hash:
+        raise ValueError(f"slice {manifest.slice_id} no longer reproduces: the rows at the pinned versions "
+                         "differ from the manifest's content hash")
+    if split is not None:
+        frame = frame.filter(pl.col("split") == split)
+    return frame.lazy()
+
+
+def slice_batches(lake: Lake, manifest: SliceManifest, *, split: Split | None = None,
+                  batch_size: int = 1024) -> Iterator[pa.RecordBatch]:
+    """The manifest's rows as Arrow record batches of at most ``batch_size`` rows."""
+    table = scan_slice(lake, manifest, split=split).collect().to_arrow()
+    yield from table.to_batches(max_chunksize=batch_size)
+
+
+def slice_dataset(lake: Lake, manifest: SliceManifest, *, split: Split | None = "train",
+                  rank: int | None = None, world_size: int | None = None) -> Any:  # noqa: ANN401 - torch IterableDataset
+    """A torch ``IterableDataset`` of the slice's rows (dicts), sharded by distributed rank and loader worker.
+
+    Rank and world size default to ``torch.distributed`` when it is initialised, else (0, 1). Each
+    (rank, worker) sees every ``world_size * num_workers``-th row, so the shards are disjoint and
+    together cover the slice exactly once.
+    """
+    import torch
+    from torch.utils.data import IterableDataset, get_worker_info
+
+    rows = scan_slice(lake, manifest, split=split).collect().to_dicts()
+    if rank is None or world_size is None:
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            rank, world_size = torch.distributed.get_rank(), torch.distributed.get_world_size()
+        else:
+            rank, world_size = 0, 1
+
+    class _SliceDataset(IterableDataset):  # type: ignore[type-arg]
+        def __iter__(self) -> Iterator[dict[str, Any]]:
+            worker = get_worker_info()
+            workers, worker_id = (worker.num_workers, worker.id) if worker else (1, 0)
+            shard, shards = rank * workers + worker_id, world_size * workers
+            return iter(rows[shard::shards])
+
+        def __len__(self) -> int:
+            return len(rows[rank::world_size])
+
+    return _SliceDataset()
+
+
+def _messages(prompt: str | None, steps: list[dict[str, Any]], candidate: str, kind: str) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    if prompt:
+        messages.append({"role": "user", "content": prompt})
+    for step in steps:
+        role = step["role"] if step["role"] in ("system", "user", "assistant", "tool") else "user"
+        message: dict[str, Any] = {"role": role, "content": step["content"] or ""}
+        if step.get("tool_calls"):
+            message["tool_calls"] = [
+                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"] or "{}"}}
+                for c in step["tool_calls"]
+            ]
+        if step.get("tool_call_id"):
+            message["tool_call_id"] = step["tool_call_id"]
+        if step.get("reasoning"):
+            message["reasoning_content"] = step["reasoning"]
+        messages.append(message)
+    if kind != "action" or not steps:
+        messages.append({"role": "assistant", "content": candidate})
+    return messages
+
+
+def export_slice(lake: Lake, manifest: SliceManifest, directory: str | Path, *,
+                 fmt: Literal["parquet", "jsonl"] = "parquet", include_steps: bool = True) -> dict[str, Path]:
+    """Write the slice, one file per split, as rows with OpenAI-style ``messages`` and ``tools``.
+
+    Each row: ``messages`` (the task prompt as the user turn, the trajectory's steps, then the
+    candidate as the final assistant turn), ``tools`` (function names seen in the trajectory),
+    ``label``, ``split`` and the ids. The manifest is written beside the files.
+
+    Returns:
+        split name -> file written.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    frame = scan_slice(lake, manifest).collect()
+    steps_by_trajectory: dict[str, list[dict[str, Any]]] = {}
+    if include_steps and not frame.is_empty():
+        steps = (
+            lake.scan("steps", version=lake.version("steps"))
+            .filter(pl.col("trajectory_id").is_in(frame["trajectory_id"].unique().implode()))
+            .select("trajectory_id", "step_index", "role", "content", "reasoning", "tool_calls", "tool_call_id")
+            .sort("trajectory_id", "step_index").collect()
+        )
+        for row in steps.iter_rows(named=True):
+            steps_by_trajectory.setdefault(row["trajectory_id"], []).append(row)
+    written = {}
+    for split in ("train", "val", "test"):
+        part = frame.filter(pl.col("split") == split)
+        if part.is_empty():
+            continue
+        records = []
+        for row in part.iter_rows(named=True):
+            steps = steps_by_trajectory.get(row["trajectory_id"], [])
+            if row["kind"] == "action" and row["step_index"] is not None:
+                steps = [s for s in steps if s["step_index"] < row["step_index"]]
+            tools = sorted({c["name"] for s in steps for c in (s.get("tool_calls") or []) if c.get("name")})
+            records.append({
+                "messages": _messages(row["prompt"], steps, row["content"], row["kind"]),
+                "tools": [{"type": "function", "function": {"name": name}} for name in tools],
+                "label": row["label"], "split": split, "task_id": row["task_id"],
+                "candidate_id": row["candidate_id"], "trajectory_id": row["trajectory_id"], "kind": row["kind"],
+            })
+        path = directory / f"{split}.{fmt}"
+        if fmt == "parquet":
+            pl.DataFrame(records).write_parquet(path)
+        else:
+            path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+        written[split] = path
+    manifest.save(directory / "manifest.json")
+    return written
