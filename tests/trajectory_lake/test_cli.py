@@ -55,7 +55,7 @@ def _ok(result: Result) -> Result:
 def with_broken_command(monkeypatch: pytest.MonkeyPatch) -> None:
     """The installed ``ingest`` and ``lake`` commands plus a ``train`` entry point whose module is missing."""
     ours = [ep for ep in entry_points(group="harvest.commands") if ep.value.startswith("trajectory_lake.")]
-    assert {ep.name for ep in ours} == {"ingest", "lake"}
+    assert {ep.name for ep in ours} == {"ingest", "lake", "slice"}
     broken = EntryPoint(
         name="train", value="harvest_missing_package.cli:train_command", group="harvest.commands"
     )
