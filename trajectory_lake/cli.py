@@ -328,3 +328,7 @@ def dataclass_options(cls: type) -> Any:  # noqa: ANN401 - returns a click decor
         return func
 
     return decorate
+
+
+if __name__ == "__main__":
+    main()
