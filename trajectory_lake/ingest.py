@@ -292,7 +292,6 @@ def _write(
         rows_by_table["quarantine"].append(
             {
                 "quarantine_id": quarantine_id,
-                "_unused": stable_id("quarantine", source.uri, source.sha256, item.locator, item.error),
                 "ingest_id": report.ingest_id,
                 "table": item.table,
                 "adapter": adapter_name,
@@ -318,6 +317,12 @@ def _write(
         if not rows:
             continue
         fresh = _drop_existing(lake, table, rows)
+        if table == "tasks":
+            upgraded = _upgrade_inferred_tasks(lake, [r for r in rows if r not in fresh], report.ingest_id, now, metadata)
+            report.counts[table].written += upgraded
+            report.counts[table].duplicate -= upgraded
+            if upgraded:
+                report.versions[table] = lake.version(table)
         if table != "quarantine":
             report.counts[table].duplicate += len(rows) - len(fresh)
             report.counts[table].written += len(fresh)
@@ -331,6 +336,30 @@ def _write(
 
     report.finished_at = datetime.now(UTC)
     report.versions["ingests"] = lake.append("ingests", _ingest_row(report), metadata=metadata)
+
+
+def _upgrade_inferred_tasks(
+    lake: Lake, rows: list[dict[str, Any]], ingest_id: str, now: datetime, metadata: dict[str, str]
+) -> int:
+    """Replace task rows that were only inferred from a trajectory (no benchmark, no reference) with the
+    dataset's own rows for the same task, so the result does not depend on ingest order. Returns the
+    number of rows replaced."""
+    richer = [r for r in rows if r.get("benchmark") is not None or r.get("reference") is not None]
+    if not richer:
+        return 0
+    inferred = (
+        lake.scan("tasks")
+        .filter(pl.col("task_id").is_in([r["task_id"] for r in richer]) & pl.col("benchmark").is_null()
+                & pl.col("reference").is_null())
+        .select("task_id").collect()["task_id"].to_list()
+    )
+    if not inferred:
+        return 0
+    wanted = set(inferred)
+    source = conform("tasks", [{**r, "ingest_id": ingest_id, "ingested_at": now} for r in richer if r["task_id"] in wanted])
+    lake.merge_update("tasks", source, key="task_id", only_if="t.benchmark IS NULL AND t.reference IS NULL",
+                      metadata=metadata)
+    return source.num_rows
 
 
 def _drop_existing(lake: Lake, table: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -198,6 +198,25 @@ class Lake:
 
     # -- writing --------------------------------------------------------------------------------
 
+    def merge_update(self, table: str, rows: pa.Table, *, key: str, only_if: str, metadata: Mapping[str, str]) -> int:
+        """Update the rows of ``table`` whose ``key`` matches ``rows`` and that satisfy ``only_if`` (a SQL
+        predicate over target ``t`` and source ``s``), in one commit. Used only on small tables: delta-rs
+        rewrites every file a MERGE touches.
+
+        Returns:
+            The table version the commit created.
+        """
+        (
+            self.delta_table(table)
+            .merge(conform(table, rows), predicate=f"t.{key} = s.{key}", source_alias="s", target_alias="t",
+                   commit_properties=CommitProperties(custom_metadata=dict(metadata),
+                                                      max_commit_retries=_MAX_COMMIT_RETRIES))
+            .when_matched_update_all(predicate=only_if)
+            .execute()
+        )
+        return self.version(table)
+
+
     def append(self, table: str, rows: pa.Table, *, metadata: Mapping[str, str] | None = None) -> int:
         """Append ``rows`` to ``table`` in one atomic commit.
 

@@ -250,3 +250,21 @@ class TestTasksFromSeveralSources:
         )
         assert task["reference"] == source["patch"]
         assert task["prompt"] == source["problem_statement"]
+
+
+class TestTaskRowsDoNotDependOnIngestOrder:
+    def test_the_datasets_task_row_replaces_one_inferred_from_an_earlier_trajectory(self, shared_data, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([shared_data / "formats" / "mini-swe-agent"], lake)
+        inferred = lake.read("tasks").filter(pl.col("task_id") == "swe-bench/django__django-11099").row(0, named=True)
+        assert inferred["benchmark"] is None and inferred["reference"] is None
+        report = ingest([shared_data / "swebench-lite" / "tasks.jsonl"], lake)
+        assert report.counts["tasks"].written == 210 and report.counts["tasks"].duplicate == 0
+        row = lake.read("tasks").filter(pl.col("task_id") == "swe-bench/django__django-11099").row(0, named=True)
+        source = next(json.loads(line) for line in (shared_data / "swebench-lite" / "tasks.jsonl").read_text().splitlines()
+                      if json.loads(line)["instance_id"] == "django__django-11099")
+        assert (row["benchmark"], row["repo"], row["prompt"], row["reference"]) == (
+            "swe-bench-lite", source["repo"], source["problem_statement"], source["patch"])
+        assert lake.read("tasks").height == 210
+        again = ingest([shared_data / "swebench-lite" / "tasks.jsonl"], lake)
+        assert again.counts["tasks"].written == 0

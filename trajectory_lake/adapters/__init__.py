@@ -7,8 +7,22 @@ whose sniffers could both match (the most specific first).
 from __future__ import annotations
 
 from trajectory_lake.adapters._base import Adapter, Labels, RunGroup, SourceFile, run_dir_of
+from trajectory_lake.adapters.aider import AiderResult
+from trajectory_lake.adapters.atif import AtifTrajectory, HarborTrialFile
+from trajectory_lake.adapters.codex import CodexRollout
 from trajectory_lake.adapters.mini_swe_agent import MiniSweAgentTrajectory
+from trajectory_lake.adapters.moatless import MoatlessSearchTree, MoatlessTransitions
+from trajectory_lake.adapters.openai_chat import OpenAIChatLog
+from trajectory_lake.adapters.openhands import (
+    OpenHandsEvalMetadata,
+    OpenHandsEvalOutput,
+    OpenHandsEventStore,
+    OpenHandsResolverOutput,
+)
+from trajectory_lake.adapters.swe_agent import SweAgentTrajectory
 from trajectory_lake.adapters.swebench import SweBenchPredictions, SweBenchReport, SweBenchTasks
+from trajectory_lake.adapters.tau2_bench import Tau2BenchResults
+from trajectory_lake.adapters.tau_bench import TauBenchResults
 
 __all__ = [
     "ADAPTERS",
@@ -22,9 +36,23 @@ __all__ = [
 
 ADAPTERS: tuple[type[Adapter], ...] = (
     MiniSweAgentTrajectory,
+    CodexRollout,  # JSONL of {timestamp, type: session_meta | response_item | event_msg | ..., payload}
+    AtifTrajectory,  # {"schema_version": "ATIF-v1.x", session_id, agent, steps}
+    HarborTrialFile,  # a Harbor trial's result.json / verifier/reward.{txt,json}, read with its trajectory
+    TauBenchResults,  # a JSON array of {task_id, reward, info, traj, trial}
+    Tau2BenchResults,  # {timestamp, info: {agent_info, user_info, environment_info}, tasks, simulations}
+    SweAgentTrajectory,  # {trajectory, history, info, replay_config?, environment} or {attempts: [...]}
+    MoatlessTransitions,  # {name, initial_message, transitions: [{state, actions}], info}
+    MoatlessSearchTree,  # {metadata?, agent, nodes: [{node_id, parent_id, action, observation, ...}]}
+    AiderResult,  # {instance_id, model_patch, ..., all_results: [...]}: before SweBenchPredictions
     SweBenchTasks,
     SweBenchPredictions,
     SweBenchReport,
+    OpenHandsEvalOutput,  # JSONL of EvalOutput {instance_id, test_result, instruction, metadata, history, ...}
+    OpenHandsEvalMetadata,  # an eval run's metadata.json {agent_class, llm_config, max_iterations, eval_output_dir}
+    OpenHandsResolverOutput,  # JSONL of ResolverOutput {issue, git_patch, history, success, ...}
+    OpenHandsEventStore,  # a session's events/<id>.json {id, timestamp, source, action | observation}, arrays of them
+    OpenAIChatLog,  # chat-completions call records {messages, response: {choices}, ...} (one, an array, or JSONL)
 )
 
 

@@ -133,6 +133,7 @@ class RunGroup:
 
 _INSTANCE_LIKE = re.compile(r"^[A-Za-z0-9_.-]+__[A-Za-z0-9_.-]+-\d+$")
 _NESTED_DIRS = {"trajs", "trajectories", "logs", "results", "reports", "preds"}
+_SWE_AGENT_RUN = re.compile(r"__t-[\d.]+__p-[\d.]+__c-[\d.]+__install-\d+$")
 
 
 def run_dir_of(path: Path) -> Path:
@@ -142,6 +143,8 @@ def run_dir_of(path: Path) -> Path:
     anything else belongs to its own directory.
     """
     parent = path.parent
+    if _SWE_AGENT_RUN.search(parent.name):  # SWE-agent 0.x run names end like an instance id
+        return parent
     if _INSTANCE_LIKE.match(parent.name) or parent.name in _NESTED_DIRS:
         return parent.parent
     return parent

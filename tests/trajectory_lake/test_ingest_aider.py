@@ -1,0 +1,301 @@
+"""Ingesting a real aider SWE-bench result (``../shared/data/formats/aider``).
+
+Under test: the aider adapter. The result JSON's attempts (``all_results``) become one trajectory each,
+the attempt the top level repeats being the chosen one (attempt 0, ``extra.chosen``, the only one
+labelled with the file's ``resolved``); the chat transcript beside the file becomes the steps of its
+attempt when it holds one session per attempt; damaged files keep their good parts and quarantine the
+rest with a reason. Expected values are read from the files.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from tests.trajectory_lake._helpers import table_state, unreconciled
+from trajectory_lake import IngestReport, Lake, ingest
+from trajectory_lake.adapters import SourceFile, detect
+from trajectory_lake.adapters.aider import AiderResult, parse_chat_history
+from trajectory_lake.ingest import discover
+
+IID = "django__django-11099"
+TASK = f"swe-bench/{IID}"
+
+
+@pytest.fixture(scope="module")
+def aider_dir(shared_data: Path) -> Path:
+    return shared_data / "formats" / "aider"
+
+
+@pytest.fixture(scope="module")
+def result(aider_dir: Path) -> dict[str, Any]:
+    return json.loads((aider_dir / f"{IID}.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def transcript(aider_dir: Path) -> str:
+    return (aider_dir / f"{IID}.md").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def aider(aider_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Lake, IngestReport]:
+    """The folder ingested once into a fresh lake; tests only read it."""
+    lake = Lake(tmp_path_factory.mktemp("aider") / "lake")
+    return lake, ingest([aider_dir], lake)
+
+
+def _extra(row: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(row["extra"]) if row["extra"] else {}
+
+
+def _steps(lake: Lake, trajectory_id: str) -> pl.DataFrame:
+    return lake.read("steps").filter(pl.col("trajectory_id") == trajectory_id).sort("step_index")
+
+
+def _outcomes(lake: Lake) -> dict[str, dict[str, float]]:
+    """Outcomes by candidate content."""
+    joined = lake.read("candidates").join(lake.read("outcomes"), on="candidate_id", how="inner")
+    out: dict[str, dict[str, float]] = {}
+    for row in joined.iter_rows(named=True):
+        out.setdefault(row["content"], {})[row["name"]] = row["value"]
+    return out
+
+
+class TestAiderResult:
+    def test_the_single_attempt_is_the_chosen_trajectory(self, aider, result):
+        lake, report = aider
+        assert len(result["all_results"]) == 1
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert trajectory["task_id"] == TASK
+        assert trajectory["source_format"] == "aider"
+        extra = _extra(trajectory)
+        assert (extra["chosen"], extra["attempt_position"], extra["try"]) == (True, 0, 1)
+        assert report.total("quarantined") == 0
+        assert unreconciled(report) == {}
+
+    def test_the_attempt_keeps_its_model_cost_and_aider_signals(self, aider, result):
+        (trajectory,) = aider[0].read("trajectories").to_dicts()
+        attempt = result["all_results"][0]
+        assert trajectory["model"] == attempt["model"] == "gpt-4o"
+        assert trajectory["cost_usd"] == pytest.approx(attempt["cost"]) == pytest.approx(0.191895)
+        assert trajectory["exit_status"] == "plausible"  # a patch, and clean edit, lint and tests
+        extra = _extra(trajectory)
+        assert (extra["edit_outcome"], extra["lint_outcome"], extra["test_outcome"]) == (True, True, True)
+        assert extra["added_files"] == extra["gold_files"] == ["django/contrib/auth/validators.py"]
+        assert extra["chosen_result"]["tries"] == result["tries"] == 2
+
+    def test_the_run_is_the_system_named_in_the_file(self, aider, result):
+        (run,) = aider[0].read("runs").to_dicts()
+        assert run["harness"] == "aider"
+        assert (
+            run["model"]
+            == result["model_name_or_path"]
+            == "aider--gpt-4o--openrouter-anthropic-claude-3-opus"
+        )
+        assert run["harness_version"] == "0.35.1-dev"  # from the transcript's announcement
+        assert run["name"] == "aider"
+
+    def test_the_patch_is_the_candidate_and_resolved_its_label(self, aider, result):
+        lake, _ = aider
+        (candidate,) = lake.read("candidates").to_dicts()
+        assert candidate["kind"] == "patch"
+        assert candidate["content"] == result["model_patch"] == result["all_results"][0]["model_patch"]
+        assert candidate["content"].startswith("diff --git a/django/contrib/auth/validators.py")
+        assert _outcomes(lake) == {result["model_patch"]: {"resolved": 1.0}}
+        (outcome,) = lake.read("outcomes").to_dicts()
+        assert (outcome["source"], outcome["evaluator"]) == ("harness", "swe-bench")
+
+
+class TestAiderTranscript:
+    def test_the_session_becomes_the_steps_of_its_attempt(self, aider):
+        lake, _ = aider
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        steps = _steps(lake, trajectory["trajectory_id"])
+        assert trajectory["n_steps"] == steps.height == 7
+        assert steps["role"].to_list() == ["tool", "user", "tool", "assistant", "tool", "assistant", "tool"]
+        assert _extra(trajectory)["transcript"]["attached"] is True
+        assert _extra(trajectory)["transcript"]["sessions"] == 1
+
+    def test_user_input_lines_lose_their_markdown_prefix(self, aider, transcript):
+        lake, _ = aider
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        user = _steps(lake, trajectory["trajectory_id"]).row(1, named=True)["content"]
+        assert user.startswith("UsernameValidator allows trailing newline in usernames\nDescription\n")
+        assert user.endswith("using the regex above in the two validators in contrib.auth.validators.")
+        assert "#### " not in user
+        assert "#### UsernameValidator allows trailing newline in usernames  \n" in transcript
+
+    def test_a_reply_gets_the_completion_tokens_aider_reported_for_it(self, aider):
+        lake, _ = aider
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        steps = _steps(lake, trajectory["trajectory_id"])
+        usage = steps.row(2, named=True)
+        assert usage["content"] == "33778 prompt tokens, 68 completion tokens, $0.169910 cost"
+        assert _extra(usage)["usage"] == {"prompt_tokens": 33778, "completion_tokens": 68, "cost": 0.16991}
+        assert steps["tokens"].to_list() == [None, None, None, 68, None, 128, None]
+        assert trajectory["tokens"] == 68 + 128
+
+    def test_the_edit_reply_keeps_its_search_replace_blocks(self, aider):
+        lake, _ = aider
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        reply = _steps(lake, trajectory["trajectory_id"]).row(5, named=True)["content"]
+        assert reply.startswith(
+            "Here are the necessary changes to the `django/contrib/auth/validators.py` file"
+        )
+        assert reply.count("<<<<<<< SEARCH") == 2
+        assert "    regex = r'\\A[\\w.@+-]+\\Z'" in reply
+        assert reply.endswith(">>>>>>> REPLACE\n```")
+
+    def test_the_session_start_is_the_trajectory_start(self, aider):
+        (trajectory,) = aider[0].read("trajectories").to_dicts()
+        assert trajectory["started_at"].isoformat() == "2024-05-21T20:19:48+00:00"
+        assert _extra(trajectory)["session_started_at"] == "2024-05-21 20:19:48"
+
+    def test_a_result_without_its_transcript_records_that_it_was_not_found(self, aider_dir, tmp_path):
+        shutil.copy(aider_dir / f"{IID}.json", tmp_path)
+        lake = Lake(tmp_path / "lake")
+        ingest([tmp_path / f"{IID}.json"], lake)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert trajectory["n_steps"] == 0
+        assert _extra(trajectory)["transcript"] == {"found": False, "attached": False}
+        assert lake.read("steps").height == 0
+
+    def test_a_code_fence_keeps_quote_like_lines_in_the_reply(self):
+        (session,) = parse_chat_history(
+            "# aider chat started at 2024-05-21 20:19:48\n\n#### go  \n\nSee:\n```\n> not aider output\n```\n"
+        )
+        assert [(role, text) for role, text, _ in session.blocks] == [
+            ("user", "go"),
+            ("assistant", "See:\n```\n> not aider output\n```"),
+        ]
+
+
+def _two_attempts(result: dict[str, Any]) -> dict[str, Any]:
+    """The real result with an earlier, implausible Opus attempt added before the chosen gpt-4o one."""
+    chosen = result["all_results"][0]
+    earlier = {
+        **chosen,
+        "model": "openrouter/anthropic/claude-3-opus",
+        "model_patch": "diff --git a/x b/x\n",
+        "cost": 0.5,
+        "test_outcome": False,
+    }
+    document = json.loads(json.dumps(result))
+    document["all_results"] = [earlier, chosen]
+    document["resolved"] = False
+    return document
+
+
+@pytest.fixture(scope="module")
+def two(result, transcript, tmp_path_factory) -> tuple[Lake, IngestReport]:
+    run = tmp_path_factory.mktemp("two") / "run"
+    run.mkdir()
+    (run / f"{IID}.json").write_text(json.dumps(_two_attempts(result)), encoding="utf-8")
+    (run / f"{IID}.md").write_text(transcript + transcript, encoding="utf-8")  # one session per attempt
+    lake = Lake(run.parent / "lake")
+    return lake, ingest([run], lake)
+
+
+class TestAiderAlternatives:
+    def test_every_attempt_is_its_own_trajectory_with_its_patch(self, two, result):
+        lake, report = two
+        rows = {_extra(r)["attempt_position"]: r for r in lake.read("trajectories").iter_rows(named=True)}
+        assert sorted(rows) == [0, 1]
+        assert rows[0]["model"] == "openrouter/anthropic/claude-3-opus"
+        assert rows[0]["cost_usd"] == pytest.approx(0.5)
+        assert rows[0]["exit_status"] == "implausible"
+        assert rows[1]["model"] == "gpt-4o"
+        contents = {r["trajectory_id"]: r["content"] for r in lake.read("candidates").iter_rows(named=True)}
+        assert contents[rows[0]["trajectory_id"]] == "diff --git a/x b/x\n"
+        assert contents[rows[1]["trajectory_id"]] == result["model_patch"]
+        assert report.total("quarantined") == 0
+
+    def test_only_the_chosen_attempt_is_marked_and_labelled(self, two, result):
+        lake, _ = two
+        rows = {_extra(r)["attempt_position"]: r for r in lake.read("trajectories").iter_rows(named=True)}
+        assert (_extra(rows[0])["chosen"], _extra(rows[1])["chosen"]) == (False, True)
+        assert _outcomes(lake) == {result["model_patch"]: {"resolved": 0.0}}
+
+    def test_each_session_goes_to_its_attempt(self, two):
+        lake, _ = two
+        counts = {
+            _extra(r)["attempt_position"]: _steps(lake, r["trajectory_id"]).height
+            for r in lake.read("trajectories").iter_rows(named=True)
+        }
+        assert counts == {0: 7, 1: 7}
+
+    def test_a_prediction_line_of_the_chosen_attempt_is_the_same_rollout(self, result, tmp_path):
+        run = tmp_path / "run"
+        run.mkdir()
+        (run / f"{IID}.json").write_text(json.dumps(_two_attempts(result)), encoding="utf-8")
+        line = {k: result[k] for k in ("instance_id", "model_name_or_path", "model_patch")}
+        (run / "all_preds.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run], lake)
+        assert lake.read("trajectories").height == 2
+        assert report.counts["trajectories"].duplicate == 1
+        assert set(lake.read("trajectories")["source_format"]) == {"aider"}
+
+
+class TestAiderMalformed:
+    def test_a_truncated_file_is_quarantined_with_the_parse_error(self, aider_dir, tmp_path):
+        raw = (aider_dir / f"{IID}.json").read_bytes()
+        path = tmp_path / f"{IID}.json"
+        path.write_bytes(raw[: len(raw) // 2])
+        lake = Lake(tmp_path / "lake")
+        report = ingest([path], lake)
+        (row,) = lake.read("quarantine").to_dicts()
+        assert row["error"].startswith("aider: invalid JSON")
+        assert row["raw"] == path.read_bytes()
+        assert report.sources == {path.resolve().as_uri(): "aider"}
+
+    def test_a_label_that_is_not_a_boolean_quarantines_the_file(self, result, tmp_path):
+        document = json.loads(json.dumps(result))
+        document["resolved"] = "maybe"
+        path = tmp_path / f"{IID}.json"
+        path.write_text(json.dumps(document), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        (row,) = lake.read("quarantine").to_dicts()
+        assert row["error"] == "aider: field 'resolved' must be a boolean (true/false), got 'maybe'"
+        assert lake.read("trajectories").height == 0
+
+    def test_a_bad_attempt_is_quarantined_and_the_chosen_one_goes_in(self, result, tmp_path):
+        document = _two_attempts(result)
+        document["all_results"][0]["cost"] = "cheap"
+        path = tmp_path / f"{IID}.json"
+        path.write_text(json.dumps(document), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([path], lake)
+        (row,) = lake.read("quarantine").to_dicts()
+        assert row["locator"] == "$.all_results[0]"
+        assert row["error"] == "aider: field 'cost' must be a number, got 'cheap'"
+        assert json.loads(row["raw"])["cost"] == "cheap"
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert _extra(trajectory)["chosen"] is True
+        assert unreconciled(report) == {}
+
+
+class TestAiderIdempotenceAndDetection:
+    def test_reingesting_the_folder_adds_nothing(self, aider_dir, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([aider_dir], lake)
+        before = table_state(lake)
+        again = ingest([aider_dir], lake)
+        assert table_state(lake) == before
+        assert again.total("written") == 0
+
+    def test_only_aider_results_are_claimed_by_the_sniffer(self, shared_data):
+        files, _ = discover([shared_data])
+        claimed = {p.name for p in files if AiderResult.sniff(SourceFile(path=p, data=p.read_bytes()))}
+        assert claimed == {f"{IID}.json"}
+
+    def test_detection_prefers_aider_over_swe_bench_predictions(self, aider_dir):
+        path = aider_dir / f"{IID}.json"
+        adapter = detect(SourceFile(path=path, data=path.read_bytes()))
+        assert adapter is not None and adapter.name == "aider"

@@ -1,0 +1,346 @@
+"""Ingesting ATIF trajectories (Harbor's ``trajectory.json``) with their trial's reward.
+
+Under test: the ATIF adapter and the Harbor trial-file adapter. There is no public ATIF sample in
+``../shared/data``, so the fixture under ``tests/data/atif`` is a small Harbor job written to the ATIF
+RFC and Harbor's ``TrialResult`` layout: two trials of one task, each ``<trial>/agent/trajectory.json``
++ ``<trial>/result.json`` + ``<trial>/verifier/reward.txt`` (or ``reward.json``). ATIF steps become
+step rows (observation results become ``tool`` rows), the last agent message becomes the ``answer``
+candidate, and the verifier's reward becomes its ``reward`` outcome. Expected values are read from
+the fixture files. Also: the other layouts (trajectory at the trial root, a bare trajectory), reward
+files read alone, malformed trajectories and reward files, and re-ingestion.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from tests.trajectory_lake._helpers import table_state, unreconciled
+from trajectory_lake import IngestReport, Lake, ingest
+from trajectory_lake._hashing import content_sha256
+
+JOB = Path(__file__).resolve().parents[1] / "data" / "atif" / "2026-01-15__10-00-00"
+PASSED = "hello-world__Ab3dE5f"  # verifier/reward.txt = 1
+TIMED_OUT = "hello-world__Zx9yW8v"  # verifier/reward.json = {"reward": 0.0}, AgentTimeoutError
+
+
+def _load(trial: str, name: str) -> dict[str, Any]:
+    return json.loads((JOB / trial / name).read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Lake, IngestReport]:
+    """The fixture job ingested once into a fresh lake; tests only read it."""
+    lake = Lake(tmp_path_factory.mktemp("atif") / "lake")
+    return lake, ingest([JOB], lake)
+
+
+def _trajectory(lake: Lake, trial: str) -> dict[str, Any]:
+    (row,) = [
+        r for r in lake.read("trajectories").to_dicts() if json.loads(r["extra"])["trial_name"] == trial
+    ]
+    return row
+
+
+def _steps(lake: Lake, trial: str) -> pl.DataFrame:
+    trajectory_id = _trajectory(lake, trial)["trajectory_id"]
+    return lake.read("steps").filter(pl.col("trajectory_id") == trajectory_id).sort("step_index")
+
+
+def _candidate(lake: Lake, trial: str) -> dict[str, Any]:
+    trajectory_id = _trajectory(lake, trial)["trajectory_id"]
+    (row,) = lake.read("candidates").filter(pl.col("trajectory_id") == trajectory_id).to_dicts()
+    return row
+
+
+def _outcomes(lake: Lake, trial: str) -> dict[str, float]:
+    candidate_id = _candidate(lake, trial)["candidate_id"]
+    return dict(
+        lake.read("outcomes")
+        .filter(pl.col("candidate_id") == candidate_id)
+        .select("name", "value")
+        .iter_rows()
+    )
+
+
+def _copy_trial(trial: str, destination: Path, *, flat: bool = False) -> Path:
+    """A copy of a fixture trial; ``flat`` puts trajectory.json at the trial root instead of ``agent/``."""
+    target = destination / trial
+    shutil.copytree(JOB / trial, target)
+    if flat:
+        (target / "agent" / "trajectory.json").rename(target / "trajectory.json")
+        (target / "agent").rmdir()
+    return target
+
+
+class TestAtifSteps:
+    @pytest.mark.parametrize("trial", [PASSED, TIMED_OUT])
+    def test_each_step_and_each_observation_result_is_one_row(self, job, trial):
+        document = _load(trial, "agent/trajectory.json")
+        expected = []
+        for step in document["steps"]:
+            expected.append({"system": "system", "user": "user", "agent": "assistant"}[step["source"]])
+            expected.extend("tool" for _ in (step.get("observation") or {}).get("results", []))
+        steps = _steps(job[0], trial)
+        assert steps["role"].to_list() == expected
+        assert _trajectory(job[0], trial)["n_steps"] == steps.height == {PASSED: 7, TIMED_OUT: 3}[trial]
+
+    def test_an_agent_step_keeps_message_reasoning_tool_calls_and_tokens(self, job):
+        source = _load(PASSED, "agent/trajectory.json")["steps"][2]
+        step = _steps(job[0], PASSED).row(2, named=True)
+        assert (
+            step["content"]
+            == source["message"]
+            == "I'll write the file with printf so the trailing newline is exact."
+        )
+        assert step["reasoning"] == source["reasoning_content"]
+        (call,) = step["tool_calls"]
+        assert (call["id"], call["name"]) == ("toolu_01", "bash")
+        assert json.loads(call["arguments"]) == source["tool_calls"][0]["arguments"]
+        assert json.loads(call["arguments"]) == {"command": "printf 'Hello, world!\\n' > /app/hello.txt"}
+        assert step["tokens"] == source["metrics"]["completion_tokens"] == 64
+        assert step["timestamp"].isoformat() == "2026-01-15T10:01:08.402000+00:00"
+        extra = json.loads(step["extra"])
+        assert extra["step_id"] == 3
+        assert extra["metrics"] == source["metrics"]
+        assert (extra["model_name"], extra["reasoning_effort"]) == (
+            "anthropic/claude-sonnet-4-20250514",
+            "medium",
+        )
+
+    def test_an_observation_result_is_a_tool_row_pointing_at_its_call(self, job):
+        steps = _steps(job[0], PASSED)
+        tools = steps.filter(pl.col("role") == "tool")
+        assert tools.select("step_index", "tool_call_id", "content").rows() == [
+            (3, "toolu_01", ""),
+            (5, "toolu_02", "Hello, world!$\n"),
+        ]
+        assert json.loads(tools["extra"][1])["step_id"] == 4
+
+    def test_a_content_part_message_becomes_its_text(self, job):
+        source = _load(TIMED_OUT, "agent/trajectory.json")["steps"][0]["message"]
+        assert _steps(job[0], TIMED_OUT)["content"][0] == source[0]["text"]
+
+    def test_the_trajectory_totals_come_from_final_metrics(self, job):
+        final = _load(PASSED, "agent/trajectory.json")["final_metrics"]
+        trajectory = _trajectory(job[0], PASSED)
+        assert trajectory["tokens"] == final["total_completion_tokens"] == 128
+        assert trajectory["cost_usd"] == pytest.approx(final["total_cost_usd"])
+        assert trajectory["source_format"] == "atif:ATIF-v1.5"
+        assert trajectory["started_at"].isoformat() == "2026-01-15T10:01:05.120000+00:00"
+        assert trajectory["ended_at"].isoformat() == "2026-01-15T10:01:12.950000+00:00"
+        extra = json.loads(trajectory["extra"])
+        assert extra["session_id"] == "4f7c2a9e-1b3d-4e8f-9a6b-2c5d7e9f1a3b"
+        assert extra["notes"].startswith("Fixture written for Harvest")
+
+
+class TestHarborTrial:
+    def test_trials_of_one_task_are_two_trajectories_of_the_job_run(self, job):
+        lake, _ = job
+        result = _load(PASSED, "result.json")
+        (run,) = lake.read("runs").to_dicts()
+        assert (run["name"], run["harness"], run["harness_version"]) == (
+            "2026-01-15__10-00-00",
+            "terminus-2",
+            "2.0.0",
+        )
+        assert run["model"] == result["config"]["agent"]["model_name"] == "anthropic/claude-sonnet-4-20250514"
+        assert run["benchmark"] == "terminal-bench"
+        assert json.loads(run["config"])["harbor"]["job_id"] == result["config"]["job_id"]
+        trajectories = lake.read("trajectories")
+        assert trajectories.height == 2
+        assert trajectories["trajectory_id"].n_unique() == 2
+        assert set(trajectories["task_id"]) == {"terminal-bench/hello-world"}
+
+    def test_the_task_is_named_by_the_trial_result(self, job):
+        (task,) = job[0].read("tasks").to_dicts()
+        assert (task["task_id"], task["instance_id"], task["benchmark"]) == (
+            "terminal-bench/hello-world",
+            "hello-world",
+            "terminal-bench",
+        )
+        assert task["prompt"] == _load(PASSED, "agent/trajectory.json")["steps"][1]["message"]
+        assert json.loads(task["metadata"])["task_checksum"] == _load(PASSED, "result.json")["task_checksum"]
+
+    def test_the_reward_txt_labels_the_final_answer(self, job):
+        lake, _ = job
+        assert (JOB / PASSED / "verifier" / "reward.txt").read_text().strip() == "1"
+        candidate = _candidate(lake, PASSED)
+        assert (candidate["kind"], candidate["content"]) == (
+            "answer",
+            _load(PASSED, "agent/trajectory.json")["steps"][-1]["message"],
+        )
+        assert _outcomes(lake, PASSED) == {"reward": 1.0}
+        (outcome,) = (
+            lake.read("outcomes").filter(pl.col("candidate_id") == candidate["candidate_id"]).to_dicts()
+        )
+        assert (outcome["source"], outcome["evaluator"]) == ("harness", "harbor-verifier")
+        assert (
+            outcome["recorded_at"].isoformat() == "2026-01-15T10:01:31.100047+00:00"
+        )  # verifier.finished_at
+
+    def test_the_reward_json_labels_a_trial_whose_agent_never_answered(self, job):
+        lake, _ = job
+        assert _outcomes(lake, TIMED_OUT) == _load(TIMED_OUT, "verifier/reward.json") == {"reward": 0.0}
+        assert _candidate(lake, TIMED_OUT)["content"] == ""
+
+    def test_the_exit_status_comes_from_the_trial_exception(self, job):
+        assert _trajectory(job[0], PASSED)["exit_status"] == "completed"
+        assert _trajectory(job[0], TIMED_OUT)["exit_status"] == "AgentTimeoutError"
+        extra = json.loads(_trajectory(job[0], TIMED_OUT)["extra"])
+        assert extra["trial_result"]["exception_info"]["exception_message"].startswith(
+            "Agent execution timed out"
+        )
+
+    def test_the_verifier_file_wins_over_the_copy_in_result_json(self, tmp_path):
+        trial = _copy_trial(PASSED, tmp_path / "job")
+        result = json.loads((trial / "result.json").read_text())
+        result["verifier_result"]["rewards"] = {"reward": 0.0, "partial": 0.5}
+        (trial / "result.json").write_text(json.dumps(result))
+        lake = Lake(tmp_path / "lake")
+        ingest([trial], lake)
+        assert dict(lake.read("outcomes").select("name", "value").iter_rows()) == {"reward": 1.0}
+
+    def test_a_trajectory_at_the_trial_root_finds_its_reward(self, tmp_path):
+        trial = _copy_trial(PASSED, tmp_path / "job", flat=True)
+        lake = Lake(tmp_path / "lake")
+        ingest([trial / "trajectory.json"], lake)
+        assert lake.read("outcomes")["value"].to_list() == [1.0]
+        assert lake.read("runs")["name"].to_list() == ["2026-01-15__10-00-00"]
+
+    def test_another_atif_file_of_the_trial_is_its_own_trajectory_without_the_reward(self, tmp_path):
+        trial = _copy_trial(PASSED, tmp_path / "job")
+        document = json.loads((trial / "agent" / "trajectory.json").read_text())
+        document["session_id"] = "4f7c2a9e-1b3d-4e8f-9a6b-2c5d7e9f1a3b-summarization-1"
+        (trial / "agent" / "trajectory.summarization-1.json").write_text(json.dumps(document))
+        lake = Lake(tmp_path / "lake")
+        ingest([trial], lake)
+        trajectories = lake.read("trajectories")
+        assert trajectories.height == 2
+        assert lake.read("steps").group_by("trajectory_id").len()["len"].to_list() == [7, 7]
+        (outcome,) = lake.read("outcomes").to_dicts()
+        main = trajectories.filter(pl.col("source_uri").str.ends_with("/agent/trajectory.json"))
+        assert outcome["trajectory_id"] == main["trajectory_id"].item()
+
+    def test_the_job_folder_sends_each_file_to_the_expected_adapter(self, job):
+        _, report = job
+        root = JOB.resolve().as_uri() + "/"
+        by_path = {uri.removeprefix(root): adapter for uri, adapter in report.sources.items()}
+        assert by_path == {
+            f"{PASSED}/agent/trajectory.json": "atif",
+            f"{PASSED}/result.json": "harbor-trial",
+            f"{TIMED_OUT}/agent/trajectory.json": "atif",
+            f"{TIMED_OUT}/result.json": "harbor-trial",
+            f"{TIMED_OUT}/verifier/reward.json": "harbor-trial",
+        }
+        assert report.skipped == [str(JOB / PASSED / "verifier" / "reward.txt")]  # not a data suffix
+        assert report.total("quarantined") == 0
+        assert unreconciled(report) == {}
+
+    def test_reingesting_the_job_adds_nothing(self, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([JOB], lake)
+        before = table_state(lake)
+        again = ingest([JOB], lake)
+        assert table_state(lake) == before
+        assert again.total("written") == 0
+
+
+class TestTrialFilesAlone:
+    def test_a_reward_file_given_alone_is_recognised_and_adds_nothing(self, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        report = ingest([JOB / PASSED / "verifier" / "reward.txt"], lake)
+        assert list(report.sources.values()) == ["harbor-trial"]
+        assert report.total("read") == 0
+        assert lake.read("outcomes").height == 0
+
+    def test_a_trial_without_a_trajectory_has_its_files_quarantined_with_the_reason(self, tmp_path):
+        trial = _copy_trial(TIMED_OUT, tmp_path / "job")
+        shutil.rmtree(trial / "agent")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([trial], lake)
+        rows = {Path(r["source_uri"]).name: r for r in lake.read("quarantine").to_dicts()}
+        assert sorted(rows) == ["result.json", "reward.json"]
+        assert "has no ATIF trajectory beside it" in rows["reward.json"]["error"]
+        assert rows["result.json"]["raw"] == (trial / "result.json").read_bytes()
+        assert report.counts["outcomes"].quarantined == 2
+        assert lake.read("trajectories").height == 0
+
+    def test_a_bare_trajectory_is_a_run_of_its_agent_and_a_task_of_its_prompt(self, tmp_path):
+        path = tmp_path / "trajectory.json"
+        shutil.copy(JOB / PASSED / "agent" / "trajectory.json", path)
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        document = json.loads(path.read_text())
+        prompt = document["steps"][1]["message"]
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert trajectory["task_id"] == f"atif/{content_sha256(prompt)[:16]}"
+        assert trajectory["exit_status"] is None
+        assert lake.read("runs")["name"].to_list() == ["terminus-2 2.0.0"]
+        assert lake.read("outcomes").height == 0
+        assert lake.read("candidates")["content"].to_list() == [document["steps"][-1]["message"]]
+
+
+class TestAtifMalformed:
+    def test_a_truncated_trajectory_is_quarantined_while_the_other_trial_ingests(self, tmp_path):
+        job = tmp_path / "job"
+        _copy_trial(PASSED, job)
+        broken = _copy_trial(TIMED_OUT, job) / "agent" / "trajectory.json"
+        data = broken.read_bytes()
+        broken.write_bytes(data[: len(data) // 2])
+        lake = Lake(tmp_path / "lake")
+        report = ingest([job], lake)
+        (row,) = lake.read("quarantine").to_dicts()
+        assert (row["adapter"], row["locator"]) == ("atif", "$")
+        assert row["error"].startswith("atif: invalid JSON")
+        assert row["raw"] == data[: len(data) // 2]
+        assert lake.read("trajectories").height == 1
+        assert _outcomes(lake, PASSED) == {"reward": 1.0}
+        assert unreconciled(report) == {}
+
+    def test_a_tool_call_with_a_wrong_type_is_quarantined_with_its_path(self, tmp_path):
+        job = tmp_path / "job"
+        _copy_trial(TIMED_OUT, job)
+        path = _copy_trial(PASSED, job) / "agent" / "trajectory.json"
+        document = json.loads(path.read_text())
+        document["steps"][2]["tool_calls"][0]["function_name"] = 42
+        path.write_text(json.dumps(document))
+        lake = Lake(tmp_path / "lake")
+        ingest([job], lake)
+        (row,) = lake.read("quarantine").to_dicts()
+        assert row["locator"] == "$.steps[2].tool_calls[0].function_name"
+        assert row["error"] == (
+            "atif: $.steps[2].tool_calls[0].function_name: function_name must be a non-empty string, got 42"
+        )
+        assert lake.read("trajectories").height == 1
+        assert _outcomes(lake, TIMED_OUT) == {"reward": 0.0}
+
+    def test_a_step_with_an_unknown_source_is_quarantined(self, tmp_path):
+        path = tmp_path / "trajectory.json"
+        document = _load(PASSED, "agent/trajectory.json")
+        document["steps"][0]["source"] = "assistant"
+        path.write_text(json.dumps(document))
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        (row,) = lake.read("quarantine").to_dicts()
+        assert row["locator"] == "$.steps[0].source"
+        assert "must be one of system, user, agent; got 'assistant'" in row["error"]
+
+    def test_an_unreadable_reward_keeps_the_trajectory_and_says_why_there_is_no_label(self, tmp_path):
+        trial = _copy_trial(PASSED, tmp_path / "job")
+        (trial / "verifier" / "reward.txt").write_text("n/a\n")
+        result = json.loads((trial / "result.json").read_text())
+        del result["verifier_result"]
+        (trial / "result.json").write_text(json.dumps(result))
+        lake = Lake(tmp_path / "lake")
+        ingest([trial / "agent" / "trajectory.json"], lake)
+        assert lake.read("trajectories").height == 1
+        assert lake.read("outcomes").height == 0
+        (row,) = lake.read("quarantine").to_dicts()
+        assert row["locator"] == "verifier/reward.txt"
+        assert row["error"] == "atif: verifier reward.txt must hold one number, got 'n/a'"

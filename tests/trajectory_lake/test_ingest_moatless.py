@@ -1,0 +1,438 @@
+"""Ingesting real moatless-tools trajectories (``../shared/data/formats/moatless``).
+
+Under test: the two moatless adapters. The 2024 transitions log becomes one trajectory whose steps are
+the issue, then per action an assistant step (tool call named by the state, ``scratch_pad`` as
+reasoning) and its output; the 2024-11 search tree becomes one trajectory per explored branch, with the
+system prompt, the task, and per node the model's tool call (with its tool-use id) and the observation;
+finished branches' file-context patches are the candidates, and with several finished branches each is
+its own unlabelled candidate. Damaged files are quarantined with a reason. Expected values are read from
+the files.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from tests.trajectory_lake._helpers import table_state, unreconciled
+from trajectory_lake import IngestReport, Lake, ingest
+from trajectory_lake.adapters import SourceFile, detect
+from trajectory_lake.adapters.moatless import MoatlessSearchTree, MoatlessTransitions
+from trajectory_lake.ingest import discover
+
+LOG = "20240623_claude-3.5-sonnet_django__django-11099.json"
+TREE = "20241117_claude-3.5-sonnet-20241022_django__django-11099_trajectory.json"
+IID = "django__django-11099"
+TASK = f"swe-bench/{IID}"
+
+
+@pytest.fixture(scope="module")
+def moatless_dir(shared_data: Path) -> Path:
+    return shared_data / "formats" / "moatless"
+
+
+@pytest.fixture(scope="module")
+def log(moatless_dir: Path) -> dict[str, Any]:
+    return json.loads((moatless_dir / LOG).read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def tree(moatless_dir: Path) -> dict[str, Any]:
+    return json.loads((moatless_dir / TREE).read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def moatless(moatless_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Lake, IngestReport]:
+    """The folder ingested once into a fresh lake; tests only read it."""
+    lake = Lake(tmp_path_factory.mktemp("moatless") / "lake")
+    return lake, ingest([moatless_dir], lake)
+
+
+def _extra(row: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(row["extra"]) if row["extra"] else {}
+
+
+def _trajectory(lake: Lake, source_format: str) -> dict[str, Any]:
+    (row,) = lake.read("trajectories").filter(pl.col("source_format") == source_format).to_dicts()
+    return row
+
+
+def _steps(lake: Lake, trajectory_id: str) -> pl.DataFrame:
+    return lake.read("steps").filter(pl.col("trajectory_id") == trajectory_id).sort("step_index")
+
+
+def _candidate(lake: Lake, trajectory_id: str) -> dict[str, Any]:
+    (row,) = lake.read("candidates").filter(pl.col("trajectory_id") == trajectory_id).to_dicts()
+    return row
+
+
+class TestMoatlessTransitionsLog:
+    def test_the_log_is_one_trajectory_of_its_instance(self, moatless, log):
+        lake, report = moatless
+        trajectory = _trajectory(lake, "moatless-transitions")
+        assert trajectory["task_id"] == TASK == f"swe-bench/{log['info']['instance_id']}"
+        assert trajectory["exit_status"] == log["info"]["status"] == "finished"
+        assert trajectory["cost_usd"] == pytest.approx(log["info"]["total_cost"]) == pytest.approx(0.070386)
+        assert report.total("quarantined") == 0
+        assert unreconciled(report) == {}
+
+    def test_there_is_a_step_for_the_issue_each_action_and_each_output(self, moatless, log):
+        lake, _ = moatless
+        trajectory = _trajectory(lake, "moatless-transitions")
+        steps = _steps(lake, trajectory["trajectory_id"])
+        actions = [a for t in log["transitions"] for a in t["actions"]]
+        outputs = [a for a in actions if a.get("output")]
+        assert (len(actions), len(outputs)) == (8, 6)
+        assert trajectory["n_steps"] == steps.height == 1 + len(actions) + len(outputs) == 15
+        assert steps.row(0, named=True)["role"] == "user"
+        assert steps.row(0, named=True)["content"] == log["initial_message"]
+
+    def test_an_action_is_a_tool_call_named_by_its_state_with_its_scratch_pad_as_reasoning(
+        self, moatless, log
+    ):
+        lake, _ = moatless
+        step = _steps(lake, _trajectory(lake, "moatless-transitions")["trajectory_id"]).row(1, named=True)
+        source = log["transitions"][0]["actions"][0]
+        assert step["role"] == "assistant"
+        (call,) = step["tool_calls"]
+        assert call["name"] == log["transitions"][0]["name"] == "SearchCode"
+        expected = {k: v for k, v in source["action"].items() if k != "scratch_pad"}
+        assert json.loads(call["arguments"]) == expected
+        assert step["reasoning"] == source["action"]["scratch_pad"]
+        assert step["tokens"] == source["output_tokens"] == 302
+        assert _extra(step)["input_tokens"] == 2674
+
+    def test_an_output_is_the_tool_step_after_its_action(self, moatless, log):
+        lake, _ = moatless
+        steps = _steps(lake, _trajectory(lake, "moatless-transitions")["trajectory_id"])
+        edit = steps.row(8, named=True)
+        source = log["transitions"][4]["actions"][0]["output"]
+        assert log["transitions"][4]["name"] == "EditCode"
+        assert edit["role"] == "tool"
+        assert edit["is_error"] is False
+        assert json.loads(edit["content"]) == source
+        assert _extra(edit)["transition"] == "EditCode"
+
+    def test_tokens_are_the_sum_of_output_tokens(self, moatless, log):
+        trajectory = _trajectory(moatless[0], "moatless-transitions")
+        assert trajectory["tokens"] == sum(
+            a["output_tokens"] for t in log["transitions"] for a in t["actions"]
+        )
+
+    def test_the_model_is_the_one_the_acting_states_used(self, moatless, log):
+        trajectory = _trajectory(moatless[0], "moatless-transitions")
+        assert trajectory["model"] == "openrouter/anthropic/claude-3.5-sonnet"
+        assert log["transitions"][-1]["state"]["model"] == "gpt-4o"  # the action-less Finished state
+
+    def test_the_submission_is_the_patch_candidate(self, moatless, log):
+        lake, _ = moatless
+        candidate = _candidate(lake, _trajectory(lake, "moatless-transitions")["trajectory_id"])
+        assert candidate["kind"] == "patch"
+        assert candidate["content"] == log["info"]["submission"]
+
+    def test_transition_states_are_kept_in_extra(self, moatless, log):
+        extra = _extra(_trajectory(moatless[0], "moatless-transitions"))
+        assert [t["name"] for t in extra["transitions"]] == [t["name"] for t in log["transitions"]]
+        assert extra["transitions"][-1] == {
+            "index": 8,
+            "name": "Finished",
+            "actions": 0,
+            "state": log["transitions"][-1]["state"],
+        }
+        assert extra["info"]["evaluation_name"] == "20240623_moatless_claude-3.5-sonnet"
+
+    def test_a_retried_action_gets_its_retry_message_as_an_error_observation(self, log, tmp_path):
+        document = json.loads(json.dumps(log))
+        action = document["transitions"][1]["actions"][0]
+        action["retry_message"] = "The identified spans are not in the file context."
+        path = tmp_path / LOG
+        path.write_text(json.dumps(document), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        steps = lake.read("steps").sort("step_index")
+        retried = steps.row(4, named=True)
+        assert steps.row(3, named=True)["tool_calls"][0]["name"] == "IdentifyCode"
+        assert (retried["role"], retried["content"], retried["is_error"]) == (
+            "tool",
+            "The identified spans are not in the file context.",
+            True,
+        )
+        assert steps.height == 16
+
+
+class TestMoatlessSearchTree:
+    def test_the_single_finished_branch_is_the_runs_rollout(self, moatless, tree):
+        lake, _ = moatless
+        trajectory = _trajectory(lake, "moatless-tree")
+        extra = _extra(trajectory)
+        assert trajectory["task_id"] == TASK == f"swe-bench/{tree['metadata']['instance_id']}"
+        assert extra["branch_node_ids"] == [0, 1, 2, 3, 4, 5, 6]
+        assert (extra["finished"], extra["primary"], extra["branches"]) == (True, True, 1)
+        assert trajectory["exit_status"] == "finished"
+        assert trajectory["model"] == tree["agent"]["completion"]["model"] == "claude-3-5-sonnet-20241022"
+
+    def test_the_steps_are_the_system_prompt_the_task_and_each_nodes_call_and_observation(
+        self, moatless, tree
+    ):
+        lake, _ = moatless
+        trajectory = _trajectory(lake, "moatless-tree")
+        steps = _steps(lake, trajectory["trajectory_id"])
+        assert trajectory["n_steps"] == steps.height == 2 + 2 * (len(tree["nodes"]) - 1) == 14
+        assert steps["role"].to_list() == ["system", "user"] + ["assistant", "tool"] * 6
+        assert steps.row(0, named=True)["content"] == tree["agent"]["system_prompt"]
+        assert steps.row(1, named=True)["content"] == tree["nodes"][0]["message"]
+
+    def test_a_node_keeps_the_tool_use_id_and_name_the_model_gave(self, moatless, tree):
+        lake, _ = moatless
+        steps = _steps(lake, _trajectory(lake, "moatless-tree")["trajectory_id"])
+        node = tree["nodes"][3]
+        (block,) = [
+            b for b in node["completions"]["build_action"]["response"]["content"] if b["type"] == "tool_use"
+        ]
+        call_step = steps.row(6, named=True)
+        (call,) = call_step["tool_calls"]
+        assert call["id"] == block["id"]
+        assert call["name"] == block["name"] == "str_replace_editor"
+        expected = {k: v for k, v in node["action"].items() if k not in ("scratch_pad", "action_args_class")}
+        assert json.loads(call["arguments"]) == expected
+        assert call_step["reasoning"] == node["action"]["scratch_pad"]
+        usage = node["completions"]["build_action"]["usage"]
+        assert call_step["tokens"] == usage["completion_tokens"] == 272
+
+    def test_an_observation_that_expects_a_correction_is_an_error(self, moatless, tree):
+        lake, _ = moatless
+        steps = _steps(lake, _trajectory(lake, "moatless-tree")["trajectory_id"])
+        failed = steps.row(7, named=True)
+        assert failed["role"] == "tool"
+        assert failed["content"] == tree["nodes"][3]["observation"]["message"]
+        assert failed["content"].startswith("Multiple occurrences of string found")
+        assert failed["is_error"] is True
+        assert failed["tool_call_id"] == steps.row(6, named=True)["tool_calls"][0]["id"]
+        assert steps.filter(pl.col("role") == "tool")["is_error"].to_list() == [
+            False,
+            False,
+            True,
+            False,
+            False,
+            False,
+        ]
+
+    def test_the_finished_nodes_patch_is_the_candidate(self, moatless, tree):
+        lake, _ = moatless
+        candidate = _candidate(lake, _trajectory(lake, "moatless-tree")["trajectory_id"])
+        (patch,) = [f["patch"] for f in tree["nodes"][6]["file_context"]["files"] if f.get("patch")]
+        assert candidate["kind"] == "patch"
+        assert candidate["content"] == patch
+        assert "+    regex = r'\\A[\\w.@+-]+\\Z'" in candidate["content"]
+
+    def test_cost_and_tokens_sum_the_branchs_completions(self, moatless, tree):
+        trajectory = _trajectory(moatless[0], "moatless-tree")
+        usages = [n["completions"]["build_action"]["usage"] for n in tree["nodes"][1:]]
+        assert trajectory["cost_usd"] == pytest.approx(sum(u["completion_cost"] for u in usages))
+        assert trajectory["tokens"] == sum(u["completion_tokens"] for u in usages)
+
+    def test_the_task_prompt_is_the_issue_inside_the_task_tags(self, moatless, log):
+        (task,) = moatless[0].read("tasks").to_dicts()
+        assert task["task_id"] == TASK
+        assert task["prompt"].strip() == log["initial_message"].strip()
+
+
+def _new_layout(tree: dict[str, Any]) -> dict[str, Any]:
+    """The real tree rewritten in moatless' newer node layout (``action_steps``, ``user_message``,
+    ``thoughts``, ``timestamp``), as ``Node.model_dump`` writes it since early 2025."""
+    document = json.loads(json.dumps(tree))
+    for index, node in enumerate(document["nodes"]):
+        node["timestamp"] = f"2025-01-02T10:00:{index:02d}"
+        if "message" in node:
+            node["user_message"] = node.pop("message")
+        if "action" in node:
+            action = node.pop("action")
+            node["thoughts"] = {"text": action.pop("scratch_pad")}
+            node["action_steps"] = [
+                {
+                    "action": action,
+                    "observation": node.pop("observation"),
+                    "completion": node["completions"].pop("build_action"),
+                }
+            ]
+            node.pop("output", None)
+    return document
+
+
+class TestMoatlessNewNodeLayout:
+    def test_action_steps_thoughts_and_timestamps_map_like_the_legacy_layout(self, moatless, tree, tmp_path):
+        path = tmp_path / TREE
+        path.write_text(json.dumps(_new_layout(tree)), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([path], lake)
+        assert report.total("quarantined") == 0
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        legacy = moatless[0]
+        expected = _steps(legacy, _trajectory(legacy, "moatless-tree")["trajectory_id"])
+        steps = lake.read("steps").sort("step_index")
+        columns = ["role", "content", "reasoning", "tool_calls", "tool_call_id", "is_error", "tokens"]
+        assert steps.select(columns).to_dicts() == expected.select(columns).to_dicts()
+        assert trajectory["started_at"].isoformat() == "2025-01-02T10:00:00+00:00"
+        assert trajectory["ended_at"].isoformat() == "2025-01-02T10:00:06+00:00"
+        assert (
+            _candidate(lake, trajectory["trajectory_id"])["content"]
+            == _candidate(legacy, _trajectory(legacy, "moatless-tree")["trajectory_id"])["content"]
+        )
+
+
+def _branched(tree: dict[str, Any]) -> dict[str, Any]:
+    """The real tree with a second finished branch: node 7 finishes from node 4 with its own patch."""
+    document = json.loads(json.dumps(tree))
+    sibling = json.loads(json.dumps(tree["nodes"][6]))
+    sibling.update(node_id=7, parent_id=4)
+    sibling["file_context"]["files"][0]["patch"] = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
+    sibling["reward"] = {"value": 75, "explanation": "good"}
+    document["nodes"].append(sibling)
+    return document
+
+
+@pytest.fixture(scope="module")
+def branched(tree, tmp_path_factory) -> tuple[Lake, IngestReport]:
+    run = tmp_path_factory.mktemp("branched") / "run"
+    (run / IID).mkdir(parents=True)
+    (run / IID / "trajectory.json").write_text(json.dumps(_branched(tree)), encoding="utf-8")
+    (run / "report.json").write_text(json.dumps({IID: {"resolved": True}}), encoding="utf-8")
+    lake = Lake(run.parent / "lake")
+    return lake, ingest([run], lake)
+
+
+class TestMoatlessSeveralFinishedBranches:
+    def test_each_finished_branch_is_a_trajectory_with_its_own_patch(self, branched, tree):
+        lake, report = branched
+        rows = {_extra(r)["leaf_node_id"]: r for r in lake.read("trajectories").iter_rows(named=True)}
+        assert sorted(rows) == [6, 7]
+        assert _extra(rows[7])["branch_node_ids"] == [0, 1, 2, 3, 4, 7]
+        assert _steps(lake, rows[7]["trajectory_id"]).height == 2 + 2 * 5
+        (original,) = [f["patch"] for f in tree["nodes"][6]["file_context"]["files"] if f.get("patch")]
+        assert _candidate(lake, rows[6]["trajectory_id"])["content"] == original
+        assert (
+            _candidate(lake, rows[7]["trajectory_id"])["content"] == "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
+        )
+        assert report.total("quarantined") == 0
+
+    def test_no_branch_takes_the_runs_label_nor_attempt_zero(self, branched):
+        lake, report = branched
+        assert {_extra(r)["primary"] for r in lake.read("trajectories").iter_rows(named=True)} == {False}
+        outcomes = lake.read("outcomes")
+        assert outcomes.filter(pl.col("name") == "resolved").height == 0
+        assert report.warnings and "matched no candidate" in report.warnings[0]
+
+    def test_a_value_function_reward_is_a_judge_score(self, branched):
+        lake, _ = branched
+        (score,) = lake.read("outcomes").to_dicts()
+        assert (score["name"], score["value"], score["source"]) == ("judge_score", 75.0, "judge")
+        (candidate,) = (
+            lake.read("candidates").filter(pl.col("candidate_id") == score["candidate_id"]).to_dicts()
+        )
+        assert candidate["content"].startswith("--- a/x")
+
+    def test_the_instance_directory_names_the_task_when_metadata_is_missing(self, tree, tmp_path):
+        document = _branched(tree)
+        del document["metadata"]
+        (tmp_path / "run" / IID).mkdir(parents=True)
+        (tmp_path / "run" / IID / "trajectory.json").write_text(json.dumps(document), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([tmp_path / "run"], lake)
+        assert set(lake.read("trajectories")["task_id"]) == {TASK}
+        assert set(lake.read("runs")["name"]) == {"run"}
+
+
+class TestMoatlessLabels:
+    def test_the_run_report_labels_the_single_finished_branch(self, moatless_dir, tree, tmp_path):
+        run = tmp_path / "run"
+        (run / IID).mkdir(parents=True)
+        (run / IID / "trajectory.json").write_text(json.dumps(tree), encoding="utf-8")
+        (run / "report.json").write_text(json.dumps({IID: {"resolved": False}}), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run], lake)
+        (outcome,) = lake.read("outcomes").to_dicts()
+        (candidate,) = lake.read("candidates").to_dicts()
+        assert (outcome["candidate_id"], outcome["name"], outcome["value"]) == (
+            candidate["candidate_id"],
+            "resolved",
+            0.0,
+        )
+        assert report.warnings == []
+
+
+class TestMoatlessMalformed:
+    @pytest.mark.parametrize("name", [LOG, TREE])
+    def test_a_truncated_file_is_quarantined_with_the_parse_error(self, moatless_dir, tmp_path, name):
+        raw = (moatless_dir / name).read_bytes()
+        path = tmp_path / name
+        path.write_bytes(raw[: len(raw) // 3])
+        lake = Lake(tmp_path / "lake")
+        report = ingest([path], lake)
+        (row,) = lake.read("quarantine").to_dicts()
+        assert "invalid JSON" in row["error"]
+        assert row["raw"] == path.read_bytes()
+        assert report.sources[path.resolve().as_uri()] in ("moatless-transitions", "moatless-tree")
+
+    def test_a_node_with_an_unknown_parent_quarantines_the_tree(self, tree, tmp_path):
+        document = json.loads(json.dumps(tree))
+        document["nodes"][3]["parent_id"] = 99
+        path = tmp_path / TREE
+        path.write_text(json.dumps(document), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        (row,) = lake.read("quarantine").to_dicts()
+        assert row["error"] == "moatless-tree: node 3 has parent_id 99, which is not a node of the tree"
+        assert lake.read("trajectories").height == 0
+
+    def test_a_bad_branch_is_quarantined_and_the_other_goes_in(self, tree, tmp_path):
+        document = _branched(tree)
+        document["nodes"][7]["observation"]["message"] = 42
+        path = tmp_path / TREE
+        path.write_text(json.dumps(document), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([path], lake)
+        (row,) = lake.read("quarantine").to_dicts()
+        assert row["locator"] == "$.nodes[node_id=7]"
+        assert row["error"] == "moatless-tree: node 7 observation.message must be a string, got int"
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert _extra(trajectory)["leaf_node_id"] == 6
+        assert unreconciled(report) == {}
+
+    def test_an_action_of_the_wrong_type_quarantines_the_log(self, log, tmp_path):
+        document = json.loads(json.dumps(log))
+        document["transitions"][2]["actions"][0]["action"] = "oops"
+        path = tmp_path / LOG
+        path.write_text(json.dumps(document), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        (row,) = lake.read("quarantine").to_dicts()
+        assert (
+            row["error"]
+            == "moatless-transitions: transitions[2].actions[0].action must be an object, got str"
+        )
+
+
+class TestMoatlessIdempotenceAndDetection:
+    def test_reingesting_the_folder_adds_nothing(self, moatless_dir, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([moatless_dir], lake)
+        before = table_state(lake)
+        again = ingest([moatless_dir], lake)
+        assert table_state(lake) == before
+        assert again.total("written") == 0
+
+    def test_only_moatless_files_are_claimed_by_the_sniffers(self, shared_data):
+        files, _ = discover([shared_data])
+        sources = [SourceFile(path=p, data=p.read_bytes()) for p in files]
+        assert {s.path.name for s in sources if MoatlessTransitions.sniff(s)} == {LOG}
+        assert {s.path.name for s in sources if MoatlessSearchTree.sniff(s)} == {TREE}
+
+    @pytest.mark.parametrize(("name", "adapter"), [(LOG, "moatless-transitions"), (TREE, "moatless-tree")])
+    def test_detection_picks_the_moatless_adapter(self, moatless_dir, name, adapter):
+        path = moatless_dir / name
+        found = detect(SourceFile(path=path, data=path.read_bytes()))
+        assert found is not None and found.name == adapter

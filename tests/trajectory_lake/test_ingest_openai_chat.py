@@ -1,0 +1,265 @@
+"""Ingesting real chat-completions call logs (``../shared/data/formats/openai-chat``).
+
+Under test: the chat-completions log adapter. The two files are the first and the last model call of
+one OpenHands conversation (one file per call). Calls are grouped into one trajectory by conversation,
+whose steps are the longest call's messages plus its response; each call's usage, cost and time land on
+the step it produced. The same records as one JSONL file or one JSON array give the same trajectory with
+its totals; explicit session ids keep identical conversations apart; damaged records are quarantined
+with a reason while the rest goes in; re-ingesting adds nothing. Expected values are read from the files.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from tests.trajectory_lake._helpers import table_state, unreconciled
+from trajectory_lake import IngestReport, Lake, ingest
+
+FIRST = "openhands_litellm_completion_first_call.json"
+LAST = "openhands_litellm_completion_last_call.json"
+
+
+@pytest.fixture(scope="module")
+def chat_dir(shared_data: Path) -> Path:
+    return shared_data / "formats" / "openai-chat"
+
+
+@pytest.fixture(scope="module")
+def first(chat_dir: Path) -> dict[str, Any]:
+    return json.loads((chat_dir / FIRST).read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def last(chat_dir: Path) -> dict[str, Any]:
+    return json.loads((chat_dir / LAST).read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def chat(chat_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Lake, IngestReport]:
+    """The folder ingested once into a fresh lake; tests only read it."""
+    lake = Lake(tmp_path_factory.mktemp("openai-chat") / "lake")
+    return lake, ingest([chat_dir], lake)
+
+
+def _steps(lake: Lake) -> pl.DataFrame:
+    return lake.read("steps").sort("step_index")
+
+
+def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+class TestOneCallPerFile:
+    def test_both_files_are_read_and_nothing_is_quarantined(self, chat):
+        lake, report = chat
+        assert sorted(Path(uri).name for uri in report.sources) == [FIRST, LAST]
+        assert set(report.sources.values()) == {"openai-chat"}
+        assert report.total("quarantined") == 0 and lake.read("quarantine").height == 0
+        assert unreconciled(report) == {}
+
+    def test_the_two_calls_are_one_trajectory_of_the_longest_call(self, chat, chat_dir, last):
+        lake, _ = chat
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert trajectory["n_steps"] == len(last["messages"]) + 1 == 21
+        assert _steps(lake)["step_index"].to_list() == list(range(21))
+        assert trajectory["source_uri"] == (chat_dir / LAST).resolve().as_uri()
+        assert trajectory["model"] == last["response"]["model"] == "litellm_proxy/claude-3-5-sonnet-20241022"
+        assert (trajectory["harness"], trajectory["domain"]) == ("openhands", "swe")
+        assert trajectory["exit_status"] == last["response"]["choices"][0]["finish_reason"] == "tool_calls"
+
+    def test_steps_follow_the_longest_calls_messages(self, chat, last):
+        lake, _ = chat
+        steps = _steps(lake)
+        assert steps["role"].to_list() == [m["role"] for m in last["messages"]] + ["assistant"]
+        tool = steps.row(3, named=True)
+        assert tool["tool_call_id"] == last["messages"][3]["tool_call_id"] == "toolu_01Tz75PXq6U15qNE3XCC28vA"
+        assert tool["content"] == last["messages"][3]["content"][0]["text"]
+        assert json.loads(tool["extra"])["name"] == "execute_bash"
+
+    def test_the_first_calls_response_is_its_produced_step_with_usage_and_cost(self, chat, first):
+        lake, _ = chat
+        step = _steps(lake).row(len(first["messages"]), named=True)
+        message = first["response"]["choices"][0]["message"]
+        assert step["role"] == "assistant"
+        assert step["content"] == message["content"]
+        (call,) = step["tool_calls"]
+        (source_call,) = message["tool_calls"]
+        assert (call["id"], call["name"], call["arguments"]) == (
+            source_call["id"],
+            "execute_bash",
+            source_call["function"]["arguments"],
+        )
+        assert step["tokens"] == first["response"]["usage"]["completion_tokens"] == 118
+        extra = json.loads(step["extra"])
+        assert extra["cost_usd"] == first["cost"]
+        assert extra["source_file"] == FIRST
+        assert extra["usage"]["prompt_tokens"] == first["response"]["usage"]["prompt_tokens"]
+        assert step["timestamp"].timestamp() == pytest.approx(first["timestamp"])
+
+    def test_the_last_response_is_the_final_step(self, chat, last):
+        lake, _ = chat
+        step = _steps(lake).row(20, named=True)
+        message = last["response"]["choices"][0]["message"]
+        assert step["content"] == message["content"]
+        assert step["tool_calls"] == [
+            {"id": "toolu_01BCE8FnacjDqjWzRKLtnhwu", "name": "finish", "arguments": "{}"}
+        ]
+        assert step["tokens"] == last["response"]["usage"]["completion_tokens"] == 446
+
+    def test_without_every_call_in_one_file_the_totals_stay_on_the_steps(self, chat):
+        lake, _ = chat
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert (trajectory["tokens"], trajectory["cost_usd"], trajectory["started_at"]) == (None, None, None)
+        assert json.loads(trajectory["extra"])["complete"] is False
+
+    def test_the_task_is_the_first_user_message(self, chat, last):
+        lake, _ = chat
+        (task,) = lake.read("tasks").to_dicts()
+        assert task["prompt"] == last["messages"][1]["content"][0]["text"]
+        assert task["task_id"].startswith("openhands/")
+
+    def test_reingesting_adds_nothing(self, chat_dir, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([chat_dir], lake)
+        before = table_state(lake)
+        assert ingest([chat_dir], lake).total("written") == 0
+        assert table_state(lake) == before
+
+    def test_calls_ingested_one_at_a_time_still_make_one_trajectory(self, chat_dir, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([chat_dir / LAST], lake)
+        ingest([chat_dir / FIRST], lake)
+        assert lake.read("trajectories").height == 1
+        assert lake.read("steps").height == 21
+
+
+class TestManyCallsPerFile:
+    @pytest.mark.parametrize("layout", ["jsonl", "array"])
+    def test_a_file_with_every_call_gives_the_trajectory_its_totals(self, first, last, tmp_path, layout):
+        path = tmp_path / f"calls.{'jsonl' if layout == 'jsonl' else 'json'}"
+        if layout == "jsonl":
+            _write_jsonl(path, [first, last])
+        else:
+            path.write_text(json.dumps([first, last]), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        # The log holds the first and the last call only: the middle responses were produced elsewhere.
+        assert json.loads(trajectory["extra"])["calls_in_source"] == 2
+        steps = _steps(lake)
+        assert steps.filter(pl.col("tokens").is_not_null())["step_index"].to_list() == [2, 20]
+
+    def test_a_complete_conversation_sums_its_calls(self, first, tmp_path):
+        second = json.loads(json.dumps(first))
+        answer = {"role": "assistant", "content": "Done: the bug is fixed."}
+        tool_message = {"role": "tool", "tool_call_id": "toolu_01Tz75PXq6U15qNE3XCC28vA", "content": "files"}
+        second["messages"] = [*first["messages"], first["response"]["choices"][0]["message"], tool_message]
+        second["response"] = {
+            "id": "chatcmpl-2",
+            "model": first["response"]["model"],
+            "choices": [{"index": 0, "finish_reason": "stop", "message": answer}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        }
+        second["cost"] = 0.5
+        second["timestamp"] = first["timestamp"] + 3
+        lake = Lake(tmp_path / "lake")
+        ingest([_write_jsonl(tmp_path / "calls.jsonl", [first, second])], lake)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert trajectory["n_steps"] == 5
+        assert trajectory["tokens"] == first["response"]["usage"]["total_tokens"] + 15
+        assert trajectory["cost_usd"] == pytest.approx(first["cost"] + 0.5)
+        assert trajectory["exit_status"] == "stop"
+        (candidate,) = lake.read("candidates").to_dicts()
+        assert (candidate["kind"], candidate["step_index"], candidate["content"]) == (
+            "answer",
+            4,
+            answer["content"],
+        )
+
+    def test_different_prompts_are_different_trajectories(self, first, tmp_path):
+        other = json.loads(json.dumps(first))
+        other["messages"][1]["content"][0]["text"] = "Another task entirely."
+        lake = Lake(tmp_path / "lake")
+        ingest([_write_jsonl(tmp_path / "calls.jsonl", [first, other])], lake)
+        assert lake.read("trajectories").height == 2
+        assert lake.read("tasks").height == 2
+
+    def test_session_ids_keep_identical_conversations_apart(self, first, tmp_path):
+        records = []
+        for session in ("s-1", "s-2"):
+            record = json.loads(json.dumps(first))
+            record["metadata"] = {"session_id": session}
+            records.append(record)
+        lake = Lake(tmp_path / "lake")
+        ingest([_write_jsonl(tmp_path / "calls.jsonl", records)], lake)
+        trajectories = lake.read("trajectories")
+        assert trajectories.height == 2
+        assert sorted(json.loads(e)["session_id"] for e in trajectories["extra"]) == ["s-1", "s-2"]
+
+    def test_a_litellm_standard_logging_payload_is_read(self, first, tmp_path):
+        payload = {
+            "id": "call-1",
+            "call_type": "acompletion",
+            "model": "claude-3-5-sonnet-20241022",
+            "messages": first["messages"],
+            "response": first["response"],
+            "model_parameters": {"tools": first["kwargs"]["tools"], "temperature": 0.0},
+            "response_cost": 0.25,
+            "startTime": 1733339375.0,
+            "endTime": 1733339377.0,
+            "status": "success",
+            "metadata": {"user_api_key_alias": "team-a"},
+        }
+        lake = Lake(tmp_path / "lake")
+        report = ingest([_write_jsonl(tmp_path / "spend.jsonl", [payload])], lake)
+        assert report.sources == {(tmp_path / "spend.jsonl").resolve().as_uri(): "openai-chat"}
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert (trajectory["model"], trajectory["harness"], trajectory["cost_usd"]) == (
+            "claude-3-5-sonnet-20241022",
+            None,
+            0.25,
+        )
+        assert trajectory["started_at"].timestamp() == 1733339375.0
+        extra = json.loads(_steps(lake).row(2, named=True)["extra"])
+        assert extra["request_params"] == {"temperature": 0.0}
+        assert extra["record"]["metadata"] == {"user_api_key_alias": "team-a"}
+
+
+class TestMalformedCalls:
+    def test_a_truncated_line_is_quarantined_and_the_rest_goes_in(self, first, last, tmp_path):
+        path = _write_jsonl(tmp_path / "calls.jsonl", [first, last])
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) - 500])
+        lake = Lake(tmp_path / "lake")
+        report = ingest([path], lake)
+        (bad,) = lake.read("quarantine").to_dicts()
+        assert bad["locator"] == "line 2" and "invalid JSON" in bad["error"]
+        assert lake.read("trajectories")["n_steps"].to_list() == [3]
+        assert unreconciled(report) == {}
+
+    @pytest.mark.parametrize(
+        ("damage", "message"),
+        [
+            (lambda r: r.update(messages="hello"), "'messages' must be a list of chat messages"),
+            (lambda r: r["messages"][1].update(role=None), "messages[1].role must be a non-empty string"),
+            (lambda r: r["response"].update(choices={"message": {}}), "response.choices must be a list"),
+            (lambda r: r.update(timestamp="yesterday"), "bad call time"),
+        ],
+    )
+    def test_a_record_with_a_wrong_type_is_quarantined_with_the_reason(
+        self, first, last, tmp_path, damage, message
+    ):
+        broken = json.loads(json.dumps(first))
+        damage(broken)
+        lake = Lake(tmp_path / "lake")
+        ingest([_write_jsonl(tmp_path / "calls.jsonl", [broken, last])], lake)
+        (bad,) = lake.read("quarantine").to_dicts()
+        assert bad["locator"] == "line 1"
+        assert message in bad["error"] and bad["error"].startswith("openai-chat:")
+        assert lake.read("trajectories")["n_steps"].to_list() == [21]

@@ -1,0 +1,411 @@
+"""Ingesting real SWE-agent trajectories (``../shared/data/formats/swe-agent-traj``).
+
+Under test: the SWE-agent adapter on the three real ``.traj`` files (a 0.x GPT-4 run, a 1.x text-mode
+demonstration and a 1.x function-calling demonstration): one trajectory per file with one step per
+``history`` message (demonstrations flagged), text-mode actions as ``bash`` tool calls, function calls
+with their ids, ``trajectory`` entries attached to the message they produced, the submission as the
+patch candidate labelled by the run's report, RetryAgent files as one trajectory per attempt with the
+chosen one at attempt 0, and damaged files quarantined while the rest goes in. Expected values are read
+from the files.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from tests.trajectory_lake._helpers import table_state, unreconciled
+from trajectory_lake import IngestReport, Lake, ingest
+from trajectory_lake.adapters import SourceFile, detect
+from trajectory_lake.adapters.swe_agent import SweAgentTrajectory
+from trajectory_lake.ingest import discover
+from trajectory_lake.records import make_run, make_trajectory
+
+OLD = "sweagent_old_gpt4_pydicom-1458.traj"
+V1_TEXT = "sweagent_v1_demo_default_marshmallow-1867.traj"
+V1_FC = "sweagent_v1_demo_function_calling_marshmallow-1867.traj"
+PYDICOM = "swe-bench/pydicom__pydicom-1458"
+MARSHMALLOW = "swe-bench/marshmallow-code__marshmallow-1867"
+
+
+@pytest.fixture(scope="module")
+def swe_dir(shared_data: Path) -> Path:
+    return shared_data / "formats" / "swe-agent-traj"
+
+
+@pytest.fixture(scope="module")
+def trajs(swe_dir: Path) -> dict[str, dict[str, Any]]:
+    return {name: json.loads((swe_dir / name).read_text(encoding="utf-8")) for name in (OLD, V1_TEXT, V1_FC)}
+
+
+@pytest.fixture(scope="module")
+def swe(swe_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Lake, IngestReport]:
+    """The folder ingested once into a fresh lake; tests only read it."""
+    lake = Lake(tmp_path_factory.mktemp("swe-agent") / "lake")
+    return lake, ingest([swe_dir], lake)
+
+
+def _trajectory(lake: Lake, name: str) -> dict[str, Any]:
+    (row,) = lake.read("trajectories").filter(pl.col("source_uri").str.ends_with(name)).to_dicts()
+    return row
+
+
+def _steps(lake: Lake, name: str) -> pl.DataFrame:
+    trajectory_id = _trajectory(lake, name)["trajectory_id"]
+    return lake.read("steps").filter(pl.col("trajectory_id") == trajectory_id).sort("step_index")
+
+
+def _candidate(lake: Lake, name: str) -> dict[str, Any]:
+    trajectory_id = _trajectory(lake, name)["trajectory_id"]
+    (row,) = lake.read("candidates").filter(pl.col("trajectory_id") == trajectory_id).to_dicts()
+    return row
+
+
+def _extra(row: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(row["extra"]) if row["extra"] else {}
+
+
+class TestSweAgentTrajectories:
+    def test_each_file_is_one_trajectory_of_its_swe_bench_instance(self, swe):
+        lake, report = swe
+        assert lake.read("trajectories").height == 3
+        assert {name: _trajectory(lake, name)["task_id"] for name in (OLD, V1_TEXT, V1_FC)} == {
+            OLD: PYDICOM,
+            V1_TEXT: MARSHMALLOW,
+            V1_FC: MARSHMALLOW,
+        }
+        assert report.total("quarantined") == 0
+        assert unreconciled(report) == {}
+
+    @pytest.mark.parametrize(("name", "n_messages"), [(OLD, 26), (V1_TEXT, 29), (V1_FC, 24)])
+    def test_there_is_one_step_per_history_message(self, swe, trajs, name, n_messages):
+        lake, _ = swe
+        history = trajs[name]["history"]
+        steps = _steps(lake, name)
+        assert len(history) == n_messages
+        assert _trajectory(lake, name)["n_steps"] == steps.height == n_messages
+        assert steps["role"].to_list() == [m["role"] for m in history]
+        assert steps["content"].to_list() == [m["content"] for m in history]
+
+    def test_the_source_format_names_the_layout(self, swe):
+        lake, _ = swe
+        assert _trajectory(lake, OLD)["source_format"] == "swe-agent:0.x"
+        assert _trajectory(lake, V1_TEXT)["source_format"] == "swe-agent:v1"
+        assert _trajectory(lake, V1_FC)["source_format"] == "swe-agent:v1"
+
+    def test_a_demonstration_message_is_flagged_as_not_the_agents_own_work(self, swe, trajs):
+        lake, _ = swe
+        assert trajs[OLD]["history"][1]["is_demo"] is True
+        steps = _steps(lake, OLD)
+        flags = [_extra(row).get("is_demo", False) for row in steps.iter_rows(named=True)]
+        assert flags == [bool(m.get("is_demo")) for m in trajs[OLD]["history"]]
+        assert flags.count(True) == 1
+        assert steps.row(1, named=True)["content"].startswith("Here is a demonstration")
+
+    def test_a_text_mode_action_is_a_bash_tool_call_with_the_command(self, swe, trajs):
+        step = _steps(swe[0], OLD).row(3, named=True)
+        assert step["role"] == "assistant"
+        (call,) = step["tool_calls"]
+        assert call["name"] == "bash"
+        assert json.loads(call["arguments"]) == {"command": "create reproduce_bug.py\n"}
+        assert trajs[OLD]["history"][3]["action"] == "create reproduce_bug.py\n"
+        assert _extra(step)["thought"] == trajs[OLD]["history"][3]["thought"]
+
+    def test_a_function_call_keeps_its_id_name_and_arguments(self, swe, trajs):
+        steps = _steps(swe[0], V1_FC)
+        (call,) = steps.row(2, named=True)["tool_calls"]
+        (source_call,) = trajs[V1_FC]["history"][2]["tool_calls"]
+        assert call == {
+            "id": "call_cyI71DYnRdoLHWwtZgIaW2wr",
+            "name": "create",
+            "arguments": '{"filename":"reproduce.py"}',
+        }
+        assert call["arguments"] == source_call["function"]["arguments"]
+        result = steps.row(3, named=True)
+        assert result["role"] == "tool"
+        assert result["tool_call_id"] == "call_cyI71DYnRdoLHWwtZgIaW2wr"
+        assert result["content"].startswith("[File: reproduce.py (1 lines total)]")
+
+    def test_a_trajectory_entry_is_attached_to_the_message_it_produced(self, swe, trajs):
+        entry = trajs[V1_FC]["trajectory"][0]
+        attached = _extra(_steps(swe[0], V1_FC).row(2, named=True))["trajectory_step"]
+        assert attached["index"] == 0
+        assert (
+            attached["execution_time"]
+            == pytest.approx(entry["execution_time"])
+            == pytest.approx(0.238733730999229)
+        )
+        assert attached["state"] == {"open_file": "/testbed/reproduce.py", "working_dir": "/testbed"}
+        old = _extra(_steps(swe[0], OLD).row(25, named=True))["trajectory_step"]
+        assert old["index"] == 11  # the last of the 12 entries: "submit"
+        assert trajs[OLD]["trajectory"][11]["action"] == "submit\n"
+
+    @pytest.mark.parametrize("name", [OLD, V1_TEXT, V1_FC])
+    def test_every_trajectory_entry_finds_its_message(self, swe, trajs, name):
+        extra = _extra(_trajectory(swe[0], name))
+        assert extra["trajectory_entries"] == len(trajs[name]["trajectory"])
+        assert "unmatched_trajectory_steps" not in extra
+        attached = [
+            _extra(row)["trajectory_step"]["index"]
+            for row in _steps(swe[0], name).iter_rows(named=True)
+            if "trajectory_step" in _extra(row)
+        ]
+        assert attached == list(range(len(trajs[name]["trajectory"])))
+
+    def test_exit_status_cost_and_tokens_come_from_info(self, swe, trajs):
+        info = trajs[OLD]["info"]
+        trajectory = _trajectory(swe[0], OLD)
+        assert trajectory["exit_status"] == info["exit_status"] == "submitted"
+        assert (
+            trajectory["cost_usd"]
+            == pytest.approx(info["model_stats"]["instance_cost"])
+            == pytest.approx(1.26719)
+        )
+        assert trajectory["tokens"] == info["model_stats"]["tokens_received"] == 1369
+        assert _extra(trajectory)["info"]["model_stats"]["tokens_sent"] == 122612
+
+    @pytest.mark.parametrize("name", [OLD, V1_TEXT, V1_FC])
+    def test_the_submission_is_the_patch_candidate(self, swe, trajs, name):
+        candidate = _candidate(swe[0], name)
+        assert candidate["kind"] == "patch"
+        assert candidate["content"] == trajs[name]["info"]["submission"]
+        assert "diff --git a/" in candidate["content"]
+
+    def test_the_task_prompt_is_the_issue_text(self, swe, trajs):
+        lake, _ = swe
+        (pydicom,) = lake.read("tasks").filter(pl.col("task_id") == PYDICOM).to_dicts()
+        assert pydicom["prompt"].startswith(
+            "Pixel Representation attribute should be optional for pixel data handler"
+        )
+        assert "INSTRUCTIONS:" not in pydicom["prompt"]
+        (marshmallow,) = lake.read("tasks").filter(pl.col("task_id") == MARSHMALLOW).to_dicts()
+        assert (
+            marshmallow["prompt"].strip()
+            == trajs[V1_FC]["replay_config"]["problem_statement"]["text"].strip()
+        )
+
+    def test_the_model_comes_from_the_replay_config_and_is_not_borrowed(self, swe, trajs):
+        lake, _ = swe
+        assert trajs[V1_FC]["replay_config"]["agent"]["model"]["name"] == "gpt-4o"
+        runs = {row["model"]: row for row in lake.read("runs").iter_rows(named=True)}
+        assert set(runs) == {None, "gpt-4o"}
+        assert {row["name"] for row in runs.values()} == {"swe-agent-traj"}
+        assert {row["harness"] for row in runs.values()} == {"swe-agent"}
+        assert json.loads(runs["gpt-4o"]["config"])["model"]["name"] == "gpt-4o"
+        assert _trajectory(lake, V1_FC)["run_id"] == runs["gpt-4o"]["run_id"]
+        assert (
+            _trajectory(lake, V1_TEXT)["run_id"] == _trajectory(lake, OLD)["run_id"] == runs[None]["run_id"]
+        )
+
+    def test_without_a_history_the_steps_are_rebuilt_from_the_trajectory(self, trajs, tmp_path):
+        document = json.loads(json.dumps(trajs[OLD]))
+        del document["history"]
+        path = tmp_path / "pydicom__pydicom-1458.traj"
+        path.write_text(json.dumps(document), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        steps = lake.read("steps").sort("step_index")
+        entries = trajs[OLD]["trajectory"]
+        assert trajectory["n_steps"] == steps.height == 2 * len(entries) == 24
+        assert steps["role"].to_list() == ["assistant", "user"] * len(entries)
+        first = steps.row(0, named=True)
+        assert first["content"] == entries[0]["response"]
+        assert json.loads(first["tool_calls"][0]["arguments"]) == {"command": entries[0]["action"]}
+        assert steps.row(1, named=True)["content"] == entries[0]["observation"]
+        assert _extra(first)["state"] == entries[0]["state"]
+
+
+class TestSweAgentLabels:
+    def test_the_run_report_labels_the_submission(self, swe_dir, tmp_path):
+        run = tmp_path / "gpt4__SWE-bench_Lite__default__t-0.00__p-0.95__c-3.00__install-1"
+        run.mkdir()
+        shutil.copy(swe_dir / OLD, run / "pydicom__pydicom-1458.traj")
+        report = {"pydicom__pydicom-1458": {"resolved": False, "tests_status": {}}}
+        (run / "report.json").write_text(json.dumps(report), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        result = ingest([run], lake)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert trajectory["model"] == "gpt4"  # from the 0.x run directory name
+        assert trajectory["task_id"] == PYDICOM
+        (outcome,) = lake.read("outcomes").to_dicts()
+        (candidate,) = lake.read("candidates").to_dicts()
+        assert (outcome["candidate_id"], outcome["name"], outcome["value"]) == (
+            candidate["candidate_id"],
+            "resolved",
+            0.0,
+        )
+        assert result.warnings == []
+
+    def test_a_prediction_of_the_same_rollout_adds_no_second_trajectory(self, swe_dir, trajs, tmp_path):
+        run = tmp_path / "run"
+        run.mkdir()
+        shutil.copy(swe_dir / V1_FC, run / "marshmallow-code__marshmallow-1867.traj")
+        preds = {
+            "marshmallow-code__marshmallow-1867": {
+                "model_name_or_path": "gpt-4o",
+                "model_patch": trajs[V1_FC]["info"]["submission"],
+            }
+        }
+        (run / "preds.json").write_text(json.dumps(preds), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        result = ingest([run], lake)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert trajectory["source_format"] == "swe-agent:v1"
+        assert trajectory["n_steps"] == 24
+        assert result.counts["trajectories"].duplicate == 1
+        assert result.counts["candidates"].duplicate == 1
+
+
+def _retry_file(trajs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A RetryAgent file built from the real function-calling trajectory: two attempts, the second chosen."""
+    first = json.loads(json.dumps(trajs[V1_FC]))
+    first["info"]["submission"] = "diff --git a/x b/x\n"
+    first["info"]["exit_status"] = "exit_cost"
+    second = json.loads(json.dumps(trajs[V1_FC]))
+    document = {"attempts": [first, second], **json.loads(json.dumps(second))}
+    document["info"]["best_attempt_idx"] = 1
+    return document
+
+
+@pytest.fixture(scope="module")
+def retry(trajs, tmp_path_factory):
+    """A RetryAgent file and the run's report, ingested once."""
+    run = tmp_path_factory.mktemp("retry") / "run"
+    run.mkdir()
+    (run / "marshmallow-code__marshmallow-1867.traj").write_text(
+        json.dumps(_retry_file(trajs)), encoding="utf-8"
+    )
+    report = {"marshmallow-code__marshmallow-1867": {"resolved": True}}
+    (run / "report.json").write_text(json.dumps(report), encoding="utf-8")
+    lake = Lake(run.parent / "lake")
+    return lake, ingest([run], lake)
+
+
+class TestSweAgentRetryAttempts:
+    def test_each_attempt_is_a_trajectory_and_the_chosen_one_is_attempt_zero(self, retry):
+        lake, report = retry
+        rows = {_extra(r)["attempt_position"]: r for r in lake.read("trajectories").iter_rows(named=True)}
+        assert sorted(rows) == [0, 1]
+        assert (_extra(rows[1])["chosen"], _extra(rows[0])["chosen"]) == (True, False)
+        run = make_run(name="run", harness="swe-agent", model="gpt-4o")
+        expected = {
+            attempt: make_trajectory(
+                run=run,
+                task_id=MARSHMALLOW,
+                domain="swe",
+                source_format="",
+                source_uri=None,
+                source_sha256=None,
+                attempt=attempt,
+            )["trajectory_id"]
+            for attempt in (0, 1)
+        }
+        assert rows[1]["trajectory_id"] == expected[0]  # chosen → attempt 0
+        assert rows[0]["trajectory_id"] == expected[1]  # position 0, not chosen → attempt 1
+        assert rows[0]["exit_status"] == "exit_cost"
+        assert _extra(rows[1])["retry_info"]["best_attempt_idx"] == 1
+        assert report.total("quarantined") == 0
+
+    def test_only_the_chosen_attempt_is_labelled(self, retry):
+        lake, _ = retry
+        candidates = lake.read("candidates").join(
+            lake.read("outcomes").select("candidate_id", "name", "value"), on="candidate_id", how="left"
+        )
+        by_patch = {row["content"]: (row["name"], row["value"]) for row in candidates.iter_rows(named=True)}
+        assert by_patch["diff --git a/x b/x\n"] == (None, None)
+        chosen = [v for k, v in by_patch.items() if k != "diff --git a/x b/x\n"]
+        assert chosen == [("resolved", 1.0)]
+
+
+@pytest.fixture(scope="module")
+def damaged(swe_dir, trajs, tmp_path_factory):
+    """One good file and three damaged ones (truncated, a wrong type, a bad number), ingested once."""
+    run = tmp_path_factory.mktemp("damaged") / "run"
+    run.mkdir()
+    shutil.copy(swe_dir / OLD, run / OLD)
+    raw = (swe_dir / V1_TEXT).read_bytes()
+    (run / "truncated.traj").write_bytes(raw[: len(raw) // 2])
+    wrong = json.loads(json.dumps(trajs[V1_FC]))
+    wrong["history"][3] = 42
+    (run / "wrong_type.traj").write_text(json.dumps(wrong), encoding="utf-8")
+    bad_stats = json.loads(json.dumps(trajs[V1_FC]))
+    bad_stats["info"]["model_stats"]["instance_cost"] = "free"
+    (run / "bad_stats.traj").write_text(json.dumps(bad_stats), encoding="utf-8")
+    lake = Lake(run.parent / "lake")
+    return run, lake, ingest([run], lake)
+
+
+class TestSweAgentMalformed:
+    def _errors(self, lake: Lake) -> dict[str, str]:
+        return {Path(r["source_uri"]).name: r["error"] for r in lake.read("quarantine").iter_rows(named=True)}
+
+    def test_the_good_file_goes_in_beside_the_bad_ones(self, damaged, trajs):
+        _, lake, report = damaged
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert trajectory["task_id"] == PYDICOM
+        assert lake.read("steps").height == len(trajs[OLD]["history"])
+        assert report.total("quarantined") == 3
+        assert unreconciled(report) == {}
+
+    def test_a_truncated_file_is_quarantined_with_the_parse_error(self, damaged):
+        run, lake, report = damaged
+        errors = self._errors(lake)
+        assert errors["truncated.traj"].startswith("swe-agent: invalid JSON")
+        assert report.sources[(run / "truncated.traj").resolve().as_uri()] == "swe-agent"
+
+    def test_a_record_of_the_wrong_type_is_quarantined_with_its_path(self, damaged):
+        errors = self._errors(damaged[1])
+        assert errors["wrong_type.traj"] == "swe-agent: history[3] must be an object, got int"
+        assert (
+            errors["bad_stats.traj"]
+            == "swe-agent: info.model_stats.instance_cost must be a number, got 'free'"
+        )
+
+    def test_a_quarantined_file_keeps_its_raw_bytes(self, damaged):
+        run, lake, _ = damaged
+        (row,) = (
+            lake.read("quarantine").filter(pl.col("source_uri").str.ends_with("truncated.traj")).to_dicts()
+        )
+        assert row["raw"] == (run / "truncated.traj").read_bytes()
+        assert row["locator"] == "$"
+
+    def test_a_bad_attempt_is_quarantined_and_the_others_go_in(self, trajs, tmp_path):
+        document = _retry_file(trajs)
+        document["attempts"][0]["trajectory"] = "not a list"
+        path = tmp_path / "marshmallow-code__marshmallow-1867.traj"
+        path.write_text(json.dumps(document), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([path], lake)
+        (row,) = lake.read("quarantine").to_dicts()
+        assert row["locator"] == "$.attempts[0]"
+        assert row["error"] == "swe-agent: 'trajectory' must be an array, got str"
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert _extra(trajectory)["chosen"] is True
+        assert unreconciled(report) == {}
+
+
+class TestSweAgentIdempotenceAndDetection:
+    def test_reingesting_the_folder_adds_nothing(self, swe_dir, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([swe_dir], lake)
+        before = table_state(lake)
+        again = ingest([swe_dir], lake)
+        assert table_state(lake) == before
+        assert again.total("written") == 0
+
+    def test_only_swe_agent_files_are_claimed_by_the_sniffer(self, shared_data):
+        files, _ = discover([shared_data])
+        claimed = {p.name for p in files if SweAgentTrajectory.sniff(SourceFile(path=p, data=p.read_bytes()))}
+        assert claimed == {OLD, V1_TEXT, V1_FC}
+
+    @pytest.mark.parametrize("name", [OLD, V1_TEXT, V1_FC])
+    def test_detection_picks_the_swe_agent_adapter(self, swe_dir, name):
+        path = swe_dir / name
+        adapter = detect(SourceFile(path=path, data=path.read_bytes()))
+        assert adapter is not None and adapter.name == "swe-agent"

@@ -1,0 +1,376 @@
+"""Ingesting real tau2-bench results (``../shared/data/formats/tau2-bench``).
+
+Under test: the tau2-bench adapter. The ``Results`` file of a Whissle-agent airline run becomes one run
+(model and git commit from ``info``), one task per ``tasks`` entry (prompt: the rendered user scenario),
+one trajectory per simulation with one step per message, an ``answer`` candidate and the reward with
+its breakdown as outcomes; damaged files keep what parses and quarantine the rest with a reason.
+Expected values are read from the file.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from tests.trajectory_lake._helpers import table_state, unreconciled
+from trajectory_lake import IngestReport, Lake, ingest
+from trajectory_lake.adapters import SourceFile, detect
+
+FILE_NAME = "whissle_airline_run1_first4sims.json"
+
+
+@pytest.fixture(scope="module")
+def tau2_file(shared_data: Path) -> Path:
+    return shared_data / "formats" / "tau2-bench" / FILE_NAME
+
+
+@pytest.fixture(scope="module")
+def results(tau2_file: Path) -> dict[str, Any]:
+    return json.loads(tau2_file.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def tau2(tau2_file: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Lake, IngestReport]:
+    """The folder ingested once into a fresh lake; tests only read it."""
+    lake = Lake(tmp_path_factory.mktemp("tau2") / "lake")
+    return lake, ingest([tau2_file.parent], lake)
+
+
+def _simulation(results: dict[str, Any], task: str) -> dict[str, Any]:
+    (sim,) = [s for s in results["simulations"] if s["task_id"] == task]
+    return sim
+
+
+def _trajectory(lake: Lake, task: str) -> dict[str, Any]:
+    (row,) = lake.read("trajectories").filter(pl.col("task_id") == f"tau2-bench/airline/{task}").to_dicts()
+    return row
+
+
+def _steps(lake: Lake, task: str) -> pl.DataFrame:
+    trajectory_id = _trajectory(lake, task)["trajectory_id"]
+    return lake.read("steps").filter(pl.col("trajectory_id") == trajectory_id).sort("step_index")
+
+
+def _candidate(lake: Lake, task: str) -> dict[str, Any]:
+    (row,) = lake.read("candidates").filter(pl.col("task_id") == f"tau2-bench/airline/{task}").to_dicts()
+    return row
+
+
+def _outcomes(lake: Lake, task: str) -> dict[str, float]:
+    rows = lake.read("outcomes").filter(pl.col("candidate_id") == _candidate(lake, task)["candidate_id"])
+    return dict(rows.select("name", "value").iter_rows())
+
+
+TASKS = ("0", "1", "2", "3")
+
+
+class TestTau2Run:
+    def test_the_run_comes_from_the_results_info(self, tau2, results):
+        (run,) = tau2[0].read("runs").to_dicts()
+        assert run["name"] == "whissle_airline_run1_first4sims"
+        assert run["harness"] == "tau2-bench"
+        assert (
+            run["harness_version"]
+            == results["info"]["git_commit"]
+            == "121283b87f0e5e14917e9fea3a6411e90408a6e1"
+        )
+        assert run["model"] == results["info"]["agent_info"]["llm"] == "whissle"
+        assert run["benchmark"] == "tau2-bench-airline"
+        assert run["started_at"] == datetime(2026, 7, 31, 1, 29, 51, 792455, tzinfo=UTC)
+
+    def test_the_run_config_keeps_the_agent_user_and_policy(self, tau2, results):
+        (config,) = tau2[0].read("runs")["config"].to_list()
+        info = json.loads(config)["info"]
+        assert info["agent_info"]["implementation"] == "whissle"
+        assert info["user_info"]["llm"] == "gpt-4o"
+        assert info["environment_info"]["policy"] == results["info"]["environment_info"]["policy"]
+        assert info["environment_info"]["policy"].startswith("# Airline Agent Policy")
+
+    def test_every_trajectory_belongs_to_the_run(self, tau2):
+        lake, _ = tau2
+        (run_id,) = lake.read("runs")["run_id"].to_list()
+        assert lake.read("trajectories")["run_id"].unique().to_list() == [run_id]
+
+
+class TestTau2Tasks:
+    def test_every_task_entry_is_a_task_row(self, tau2, results):
+        tasks = tau2[0].read("tasks").sort("task_id")
+        assert [t["id"] for t in results["tasks"]] == list(TASKS)
+        assert tasks["task_id"].to_list() == [f"tau2-bench/airline/{t}" for t in TASKS]
+        assert tasks["benchmark"].unique().to_list() == ["tau2-bench-airline"]
+        assert tasks["domain"].unique().to_list() == ["assistant"]
+
+    def test_the_prompt_is_the_user_scenario_as_the_user_simulator_reads_it(self, tau2, results):
+        (task,) = tau2[0].read("tasks").filter(pl.col("task_id") == "tau2-bench/airline/0").to_dicts()
+        instructions = results["tasks"][0]["user_scenario"]["instructions"]
+        assert instructions["unknown_info"] is None
+        assert task["prompt"].startswith(
+            "Instructions:\n\tDomain: airline\n\tReason for call:\n\t\tYou want to cancel reservation EHGLP3."
+        )
+        assert "\tKnown info:\n\t\tYou are Emma Kim.\n\t\tYour user id is emma_kim_9957.\n" in task["prompt"]
+        assert "Unknown info" not in task["prompt"]
+        assert task["prompt"].endswith("\t\tYou don't want to cancel if you don't get a refund.")
+
+    def test_the_reference_is_the_evaluation_criteria_and_the_rest_is_metadata(self, tau2, results):
+        (task,) = tau2[0].read("tasks").filter(pl.col("task_id") == "tau2-bench/airline/0").to_dicts()
+        source = results["tasks"][0]
+        assert json.loads(task["reference"]) == source["evaluation_criteria"]
+        assert json.loads(task["reference"])["nl_assertions"] == [
+            "Agent should refuse to proceed with the cancellation."
+        ]
+        metadata = json.loads(task["metadata"])
+        assert metadata["description"]["purpose"] == source["description"]["purpose"]
+        assert metadata["user_scenario"] == source["user_scenario"]
+
+
+class TestTau2Trajectories:
+    @pytest.mark.parametrize("task", TASKS)
+    def test_a_simulation_is_a_trajectory_with_one_step_per_message(self, tau2, results, task):
+        sim = _simulation(results, task)
+        trajectory = _trajectory(tau2[0], task)
+        steps = _steps(tau2[0], task)
+        assert trajectory["n_steps"] == len(sim["messages"]) == steps.height
+        assert steps["role"].to_list() == [m["role"] for m in sim["messages"]]
+        assert steps["content"].to_list() == [m["content"] for m in sim["messages"]]
+        assert trajectory["exit_status"] == sim["termination_reason"] == "user_stop"
+
+    def test_the_step_counts_are_those_of_the_file(self, tau2, results):
+        assert {s["task_id"]: len(s["messages"]) for s in results["simulations"]} == {
+            "0": 18,
+            "1": 26,
+            "3": 20,
+            "2": 28,
+        }
+        assert tau2[0].read("steps").height == 92
+
+    def test_the_trajectory_times_are_the_simulations_start_and_end(self, tau2):
+        trajectory = _trajectory(tau2[0], "0")
+        assert trajectory["started_at"] == datetime(2026, 7, 31, 1, 29, 51, 926538, tzinfo=UTC)
+        assert trajectory["ended_at"] == datetime(2026, 7, 31, 1, 30, 10, 379826, tzinfo=UTC)
+
+    def test_without_agent_cost_or_usage_there_is_no_cost_or_token_count(self, tau2, results):
+        assert all(s["agent_cost"] is None for s in results["simulations"])
+        trajectory = _trajectory(tau2[0], "0")
+        assert (trajectory["cost_usd"], trajectory["tokens"]) == (None, None)
+
+    def test_the_simulations_own_fields_are_kept_as_extra(self, tau2, results):
+        sim = _simulation(results, "0")
+        extra = json.loads(_trajectory(tau2[0], "0")["extra"])
+        assert extra["id"] == sim["id"] == "c4726c14-f132-4944-a51a-465518856f47"
+        assert extra["duration"] == pytest.approx(sim["duration"])
+        assert extra["reward_info"] == sim["reward_info"]
+        assert extra["user_simulator_completion_tokens"] == 78
+        assert "policy" not in extra  # the same text as the run's policy, kept once in the run config
+
+    def test_a_tool_call_keeps_its_id_name_and_arguments(self, tau2, results):
+        (source_call,) = _simulation(results, "0")["messages"][4]["tool_calls"]
+        step = _steps(tau2[0], "0").row(4, named=True)
+        (call,) = step["tool_calls"]
+        assert (call["id"], call["name"]) == ("gem_get_reservation_details_0", "get_reservation_details")
+        assert json.loads(call["arguments"]) == source_call["arguments"] == {"reservation_id": "EHGLP3"}
+        assert step["role"] == "assistant"
+
+    def test_a_tool_result_points_back_at_its_call(self, tau2):
+        step = _steps(tau2[0], "0").row(5, named=True)
+        assert (step["role"], step["tool_call_id"], step["is_error"]) == (
+            "tool",
+            "gem_get_reservation_details_0",
+            False,
+        )
+        assert json.loads(step["content"])["reservation_id"] == "EHGLP3"
+        assert json.loads(step["extra"]) == {"requestor": "assistant", "turn_idx": 5}
+
+    def test_a_user_simulator_step_keeps_its_tokens_time_and_raw_response(self, tau2, results):
+        source = _simulation(results, "0")["messages"][1]
+        step = _steps(tau2[0], "0").row(1, named=True)
+        assert step["tokens"] == source["usage"]["completion_tokens"] == 20
+        assert step["timestamp"] == datetime(2026, 7, 31, 1, 29, 53, 842000, tzinfo=UTC)
+        extra = json.loads(step["extra"])
+        assert extra["raw_data"]["model"] == "gpt-4o-2024-08-06"
+        assert extra["cost"] == pytest.approx(source["cost"])
+
+
+class TestTau2AnswersAndRewards:
+    def test_the_answer_is_the_agents_tool_calls_and_last_message(self, tau2, results):
+        messages = _simulation(results, "0")["messages"]
+        answer = json.loads(_candidate(tau2[0], "0")["content"])
+        assert [a["name"] for a in answer["actions"]] == [
+            "get_reservation_details",
+            "get_flight_status",
+            "get_flight_status",
+            "cancel_reservation",
+        ]
+        assert [a["arguments"] for a in answer["actions"]] == [
+            c["arguments"] for m in messages for c in m.get("tool_calls") or []
+        ]
+        assert answer["final_message"] == messages[16]["content"] == "You're welcome."
+
+    def test_a_transfer_is_an_action_of_the_answer(self, tau2):
+        answer = json.loads(_candidate(tau2[0], "1")["content"])
+        assert answer["actions"][-1] == {
+            "name": "transfer_to_human_agents",
+            "arguments": answer["actions"][-1]["arguments"],
+        }
+        assert answer["final_message"] == "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON."
+
+    @pytest.mark.parametrize("task", TASKS)
+    def test_the_reward_and_its_breakdown_are_outcomes(self, tau2, results, task):
+        reward_info = _simulation(results, task)["reward_info"]
+        assert _outcomes(tau2[0], task) == {
+            "reward": reward_info["reward"],
+            "resolved": float(reward_info["reward"] == 1.0),
+            "reward.db": reward_info["reward_breakdown"]["DB"],
+            "reward.communicate": reward_info["reward_breakdown"]["COMMUNICATE"],
+        }
+
+    def test_two_of_the_four_simulations_are_solved(self, tau2):
+        resolved = (
+            tau2[0]
+            .read("outcomes")
+            .filter(pl.col("name") == "resolved")
+            .join(tau2[0].read("candidates").select("candidate_id", "task_id"), on="candidate_id")
+        )
+        assert dict(resolved.select("task_id", "value").iter_rows()) == {
+            "tau2-bench/airline/0": 0.0,
+            "tau2-bench/airline/1": 1.0,
+            "tau2-bench/airline/2": 0.0,
+            "tau2-bench/airline/3": 1.0,
+        }
+
+    def test_an_outcome_is_recorded_when_the_simulation_ended(self, tau2):
+        rows = tau2[0].read("outcomes").filter(pl.col("task_id") == "tau2-bench/airline/0")
+        assert rows["recorded_at"].unique().to_list() == [
+            datetime(2026, 7, 31, 1, 30, 10, 379826, tzinfo=UTC)
+        ]
+        assert rows["evaluator"].unique().to_list() == ["tau2-bench"]
+
+
+class TestTau2Folder:
+    def test_the_results_file_is_read_by_the_tau2_adapter_and_the_notes_skipped(self, tau2, tau2_file):
+        _, report = tau2
+        assert report.sources == {tau2_file.resolve().as_uri(): "tau2-bench"}
+        assert sorted(report.skipped) == sorted(
+            str(tau2_file.parent / name) for name in ("LICENSE.tau2-bench", "RESULTS.whissle.md")
+        )
+
+    def test_nothing_is_quarantined_and_counts_reconcile(self, tau2):
+        lake, report = tau2
+        assert report.total("quarantined") == 0
+        assert lake.read("quarantine").height == 0
+        assert unreconciled(report) == {}
+
+    def test_reingesting_the_file_adds_nothing(self, tau2_file, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([tau2_file], lake)
+        before = table_state(lake)
+        again = ingest([tau2_file], lake)
+        assert table_state(lake) == before
+        assert again.total("written") == 0
+
+
+def _write(path: Path, document: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2), encoding="utf-8")
+    return path
+
+
+def _quarantined(lake: Lake) -> dict[str, tuple[str, str]]:
+    return {r["locator"]: (r["table"], r["error"]) for r in lake.read("quarantine").iter_rows(named=True)}
+
+
+class TestTau2Malformed:
+    def test_a_file_cut_inside_the_simulations_keeps_the_complete_ones(self, tau2_file, tmp_path):
+        text = tau2_file.read_text(encoding="utf-8")
+        third = text.index('"id": "47fab0eb-6da0-42ea-af68-831179f12c28"')  # simulations[2] (task 3)
+        damaged = tmp_path / "run" / FILE_NAME
+        damaged.parent.mkdir()
+        damaged.write_text(text[: third + 500], encoding="utf-8")
+        assert detect(SourceFile(path=damaged, data=damaged.read_bytes())).name == "tau2-bench"
+        lake = Lake(tmp_path / "lake")
+        report = ingest([damaged], lake)
+        assert sorted(lake.read("trajectories")["task_id"]) == [
+            "tau2-bench/airline/0",
+            "tau2-bench/airline/1",
+        ]
+        assert lake.read("tasks").height == 4
+        ((locator, (table, error)),) = _quarantined(lake).items()
+        assert (locator, table) == ("$.simulations[2:]", "trajectories")
+        assert error.startswith("tau2-bench: invalid JSON in element 2")
+        assert "truncated file?" in error
+        assert unreconciled(report) == {}
+
+    def test_a_file_cut_before_its_simulations_is_quarantined_whole(self, tau2_file, tmp_path):
+        text = tau2_file.read_text(encoding="utf-8")
+        damaged = _write(tmp_path / "run" / FILE_NAME, None)
+        damaged.write_text(text[: text.index('"policy"') + 200], encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([damaged], lake)
+        ((locator, (_, error)),) = _quarantined(lake).items()
+        assert locator == "$"
+        assert error.startswith("tau2-bench: invalid tau2-bench results file: invalid JSON")
+        assert lake.read("trajectories").height == 0
+
+    def test_entries_with_wrong_types_are_quarantined_while_the_rest_ingests(self, results, tmp_path):
+        bad = json.loads(json.dumps(results))
+        bad["tasks"][2]["user_scenario"] = None
+        bad["simulations"][1]["messages"] = "oops"
+        bad["simulations"][2]["reward_info"]["reward"] = "high"
+        calling = next(i for i, m in enumerate(bad["simulations"][3]["messages"]) if m.get("tool_calls"))
+        bad["simulations"][3]["messages"][calling]["tool_calls"] = {"name": "search_direct_flight"}
+        lake = Lake(tmp_path / "lake")
+        report = ingest([_write(tmp_path / "run" / FILE_NAME, bad)], lake)
+        assert _quarantined(lake) == {
+            "$.tasks[2]": ("tasks", "tau2-bench: field 'user_scenario' must be an object, got None"),
+            "$.simulations[1]": ("trajectories", "tau2-bench: field 'messages' must be a list, got str"),
+            "$.simulations[2]": (
+                "trajectories",
+                "tau2-bench: field 'reward_info.reward' must be a finite number, got 'high'",
+            ),
+            "$.simulations[3]": (
+                "trajectories",
+                f"tau2-bench: messages[{calling}].tool_calls: tool_calls must be a list, got dict",
+            ),
+        }
+        assert lake.read("trajectories")["task_id"].to_list() == ["tau2-bench/airline/0"]
+        assert sorted(lake.read("tasks")["instance_id"]) == ["0", "1", "3"]
+        assert unreconciled(report) == {}
+
+
+class TestTau2OtherShapes:
+    """Documented shapes the sample does not show, built from its real simulations."""
+
+    @pytest.fixture
+    def lake(self, results, tmp_path) -> Lake:
+        document = json.loads(json.dumps(results))
+        sims = document["simulations"]
+        messages = sims[0]["messages"]
+        messages[5] = {"role": "tool", "tool_messages": [messages[5]]}  # a MultiToolMessage
+        messages[7]["error"] = True
+        sims[1]["termination_reason"] = "infrastructure_error"
+        sims[2]["messages"], sims[2]["ticks"] = None, [{"tick_id": 0, "timestamp": "2026-07-31T01:30:21"}]
+        lake = Lake(tmp_path / "lake")
+        ingest([_write(tmp_path / "run" / FILE_NAME, document)], lake)
+        return lake
+
+    def test_a_multi_tool_message_becomes_one_step_per_tool_result(self, lake, results):
+        steps = _steps(lake, "0")
+        assert steps.height == len(_simulation(results, "0")["messages"])
+        assert steps.row(5, named=True)["tool_call_id"] == "gem_get_reservation_details_0"
+
+    def test_a_failed_tool_call_is_an_error_step_and_flagged_in_the_answer(self, lake):
+        assert _steps(lake, "0").row(7, named=True)["is_error"] is True
+        actions = json.loads(_candidate(lake, "0")["content"])["actions"]
+        assert [a.get("error", False) for a in actions] == [False, True, False, False]
+
+    def test_a_non_evaluable_simulation_gets_no_outcomes(self, lake):
+        assert _trajectory(lake, "1")["exit_status"] == "infrastructure_error"
+        assert _outcomes(lake, "1") == {}
+
+    def test_a_ticks_only_simulation_is_quarantined_with_the_reason(self, lake):
+        (error,) = lake.read("quarantine").filter(pl.col("locator") == "$.simulations[2]")["error"].to_list()
+        assert "full-duplex 'ticks'" in error

@@ -1,0 +1,430 @@
+"""aider's SWE-bench result files (``<instance_id>.json``) and their chat transcripts (``<instance_id>.md``).
+
+Documented structure (the README of ``Aider-AI/aider-swe-bench``'s results and its ``harness.py``)::
+
+    {"instance_id", "model_name_or_path", "model_patch",            # the chosen solution
+     "model", "cost", "added_files", "gold_files", "edited_files",
+     "edit_outcome", "lint_outcome", "test_outcome", "try",
+     "resolved"?,                                                    # backfilled by report.py
+     "tries",                                                        # documented as unreliable
+     "all_results": [{<the fields above except resolved and tries>}, ...]}   # every attempt, in order
+
+The harness tries each model in turn until an attempt is *plausible* (a patch, and aider reported clean
+edits, lint and tests); the chosen result is that attempt (or the "most plausible" one) copied to the top
+level with ``cost`` replaced by the total over all attempts.
+
+Mapping:
+
+* each attempt of ``all_results`` is one trajectory of the run with its own ``patch`` candidate and its
+  own ``model`` and ``cost_usd``; the attempt the top level repeats (same ``try`` and ``model``) is the
+  chosen one: ``attempt=0`` (so ``all_preds.jsonl`` of the same run names the same rollout) and
+  ``extra.chosen = true``; the others are ``attempt = 1 + position`` with ``extra.chosen = false``;
+* ``resolved`` labels the chosen candidate only (with the run's SWE-bench reports, if any); the others
+  stay unlabelled, as the file says nothing about them; aider's own ``edit/lint/test_outcome`` are agent
+  signals, kept in ``extra``;
+* ``exit_status`` is ``plausible`` / ``implausible`` by the harness's own rule, ``empty_patch`` when
+  the attempt produced no diff;
+* the chat transcript beside the file is aider's chat-history markdown (``aider/io.py``): each attempt
+  starts a session ``# aider chat started at <local time>``; user input lines start with ``#### ``,
+  aider's own output is block-quoted (``> ``), the model's replies are plain text. When the file has
+  one session per attempt, session *i* becomes the steps of attempt *i* (``user`` / ``tool`` /
+  ``assistant``; completion tokens from aider's ``N prompt tokens, M completion tokens, $C cost`` line
+  go to the reply that follows); otherwise the transcript's presence, hash and session count are
+  recorded in ``extra.transcript``. A model reply that itself starts a line with ``> `` or ``#### ``
+  outside a code fence cannot be told apart from aider's own lines.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+from trajectory_lake._hashing import content_sha256
+from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile
+from trajectory_lake.adapters._harness_common import (
+    as_list,
+    number_or_none,
+    raw_json,
+    resolve_task_id,
+    str_or_none,
+)
+from trajectory_lake.adapters.swebench import infer_benchmark
+from trajectory_lake.records import (
+    Bundle,
+    Quarantined,
+    as_bool,
+    as_timestamp,
+    make_candidate,
+    make_outcome,
+    make_run,
+    make_step,
+    make_trajectory,
+)
+
+__all__ = ["AiderResult", "parse_chat_history"]
+
+HARNESS = "aider"
+_AIDER_KEYS = (
+    "edit_outcome",
+    "lint_outcome",
+    "test_outcome",
+    "added_files",
+    "gold_files",
+    "edited_files",
+    "try",
+)
+_SESSION = re.compile(r"^# aider chat started at (.+?)\s*$")
+_USAGE = re.compile(r"^([\d,]+) prompt tokens, ([\d,]+) completion tokens(?:, \$([\d.]+) cost)?")
+_VERSION = re.compile(r"^Aider v(\S+)")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+class AiderResult(Adapter):
+    """aider ``<instance_id>.json`` → one trajectory per attempt, the chosen one labelled."""
+
+    name: ClassVar[str] = "aider"
+    rank: ClassVar[int] = 20  # a result file beats a bare all_preds.jsonl line of the same rollout
+
+    @classmethod
+    def sniff(cls, source: SourceFile) -> bool:
+        if not source.is_json_document():
+            return False
+        head = source.head()
+        if b'"instance_id"' not in head or b'"model_patch"' not in head:
+            return False  # cheap rejection before parsing
+        try:
+            document = source.document
+        except ValueError:
+            # A damaged file that still starts like an aider result: claim it so read() quarantines it.
+            return b'"all_results"' in head or sum(f'"{k}"'.encode() in head for k in _AIDER_KEYS) >= 3
+        if not isinstance(document, dict) or "model_patch" not in document or "instance_id" not in document:
+            return False
+        return isinstance(document.get("all_results"), list) or sum(k in document for k in _AIDER_KEYS) >= 3
+
+    def hints(self, source: SourceFile) -> dict[str, str]:
+        try:
+            document = source.document
+        except ValueError:
+            return {}
+        hints = {"harness": HARNESS}
+        if isinstance(document, dict) and isinstance(document.get("model_name_or_path"), str):
+            hints["model"] = document["model_name_or_path"]
+        return hints
+
+    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
+        try:
+            document = source.document
+            if not isinstance(document, dict):
+                raise ValueError(f"expected a JSON object, got {type(document).__name__}")
+            instance_id = document.get("instance_id")
+            if not isinstance(instance_id, str) or not instance_id:
+                raise ValueError(f"field 'instance_id' must be a non-empty string, got {instance_id!r}")
+            results = as_list(document.get("all_results"), what="field 'all_results'")
+            resolved = document.get("resolved")
+            labels = dict(group.label(instance_id))
+            if resolved is not None:
+                labels["resolved"] = float(as_bool(resolved, what="field 'resolved'"))
+            system = str_or_none(document.get("model_name_or_path"), what="field 'model_name_or_path'")
+        except ValueError as exc:
+            yield self.quarantine("$", str(exc), source.data)
+            return
+        chosen_position = next(
+            (i for i, r in enumerate(results) if isinstance(r, dict) and _same_attempt(r, document)), None
+        )
+        sessions, transcript = _transcript(source.path, instance_id)
+        if results:
+            attach = len(sessions) == len(results)
+        else:
+            attach = len(sessions) == 1
+        transcript["attached"] = attach
+        version = next((s.version for s in sessions if s.version), None)
+        run = make_run(
+            name=group.run_name,
+            harness=HARNESS,
+            harness_version=version,
+            model=system,
+            benchmark=infer_benchmark(None, source.path),
+        )
+        context = _Context(source, run, instance_id, transcript)
+
+        if chosen_position is None:
+            # The chosen result is not among the attempts (or there are none): it is its own rollout.
+            session = sessions[0] if attach and not results else None
+            yield self._attempt(
+                context, "$", document, attempt=0, chosen=True, session=session, labels=labels, top=document
+            )
+        for position, result in enumerate(results):
+            locator = f"$.all_results[{position}]"
+            chosen = position == chosen_position
+            try:
+                if not isinstance(result, dict):
+                    raise ValueError(f"an attempt must be an object, got {type(result).__name__}")
+                yield self._attempt(
+                    context,
+                    locator,
+                    result,
+                    attempt=0 if chosen else position + 1,
+                    chosen=chosen,
+                    session=sessions[position] if attach else None,
+                    labels=labels if chosen else {},
+                    top=document if chosen else None,
+                    position=position,
+                )
+            except ValueError as exc:
+                yield self.quarantine(locator, str(exc), raw_json(result))
+
+    def _attempt(
+        self,
+        context: _Context,
+        locator: str,
+        result: dict[str, Any],
+        *,
+        attempt: int,
+        chosen: bool,
+        session: _Session | None,
+        labels: dict[str, float],
+        top: dict[str, Any] | None,
+        position: int | None = None,
+    ) -> Bundle | Quarantined:
+        try:
+            return self._bundle(
+                context,
+                locator,
+                result,
+                attempt=attempt,
+                chosen=chosen,
+                session=session,
+                labels=labels,
+                top=top,
+                position=position,
+            )
+        except ValueError as exc:
+            return self.quarantine(locator, str(exc), raw_json(result))
+
+    def _bundle(
+        self,
+        context: _Context,
+        locator: str,
+        result: dict[str, Any],
+        *,
+        attempt: int,
+        chosen: bool,
+        session: _Session | None,
+        labels: dict[str, float],
+        top: dict[str, Any] | None,
+        position: int | None,
+    ) -> Bundle:
+        patch = str_or_none(result.get("model_patch"), what="field 'model_patch'")
+        model = str_or_none(result.get("model"), what="field 'model'")
+        cost = number_or_none(result.get("cost"), what="field 'cost'")
+        iid = result.get("instance_id", context.instance_id)
+        if iid != context.instance_id:
+            raise ValueError(f"attempt is for instance {iid!r}, the file for {context.instance_id!r}")
+        outcomes = {k: result.get(k) for k in ("edit_outcome", "lint_outcome", "test_outcome")}
+        for key, value in outcomes.items():
+            if value is not None and not isinstance(value, bool):
+                raise ValueError(f"field {key!r} must be true, false or null, got {value!r}")
+        extra: dict[str, Any] = {
+            k: v
+            for k, v in result.items()
+            if k not in ("instance_id", "model_patch", "model", "cost", "resolved")
+        }
+        extra.pop("all_results", None)
+        extra.update(chosen=chosen, attempt_position=position, transcript=context.transcript)
+        if top is not None:
+            extra["chosen_result"] = {
+                k: v for k, v in top.items() if k in ("tries", "cost", "resolved", "model_name_or_path")
+            }
+        if patch is None or not patch.strip():
+            exit_status = "empty_patch"
+        elif all(outcomes.values()):
+            exit_status = "plausible"
+        else:
+            exit_status = "implausible"
+        if session is not None:
+            extra["session_started_at"] = session.started_at
+        trajectory = make_trajectory(
+            run=context.run,
+            task_id=context.task_id,
+            domain="swe",
+            source_format=self.name,
+            source_uri=context.source.uri,
+            source_sha256=context.source.sha256,
+            attempt=attempt,
+            exit_status=exit_status,
+            cost_usd=cost,
+            started_at=_local_time(session.started_at) if session else None,
+            extra={k: v for k, v in extra.items() if v is not None},
+        )
+        trajectory["model"] = model or context.run["model"]  # the LLM of this attempt, not the system name
+        steps = session.rows(trajectory) if session else []
+        tokens = [s["tokens"] for s in steps if s["tokens"] is not None]
+        trajectory.update(n_steps=len(steps), tokens=sum(tokens) if tokens else None)
+
+        bundle = Bundle(locator=locator, priority=self.rank)
+        bundle.add("runs", context.run)
+        bundle.add("trajectories", trajectory)
+        bundle.extend("steps", steps)
+        if patch is not None:
+            candidate = make_candidate(trajectory, kind="patch", content=patch)
+            bundle.add("candidates", candidate)
+            for name, value in labels.items():
+                bundle.add(
+                    "outcomes",
+                    make_outcome(candidate, name=name, value=value, source="harness", evaluator="swe-bench"),
+                )
+        return bundle
+
+
+def _same_attempt(result: dict[str, Any], chosen: dict[str, Any]) -> bool:
+    """Whether an ``all_results`` entry is the attempt the top level repeats (same try, model and patch)."""
+    keys = ("try", "model", "model_patch")
+    return all(result.get(k) == chosen.get(k) for k in keys)
+
+
+def _local_time(text: str | None) -> Any:  # noqa: ANN401 - datetime or None
+    """aider writes the session start in the machine's local time without a zone; the lake reads it as UTC."""
+    try:
+        return as_timestamp(text)
+    except ValueError:
+        return None
+
+
+class _Context:
+    """What every attempt of one file shares."""
+
+    def __init__(
+        self, source: SourceFile, run: dict[str, Any], instance_id: str, transcript: dict[str, Any]
+    ) -> None:
+        self.source = source
+        self.run = run
+        self.instance_id = instance_id
+        self.task_id = resolve_task_id(harness=HARNESS, instance_id=instance_id, prompt=None)
+        self.transcript = transcript
+
+
+class _Session:
+    """One ``# aider chat started at`` section of a chat-history file, as ``(role, text, extra)`` blocks."""
+
+    def __init__(self, started_at: str, blocks: list[tuple[str, str, dict[str, Any]]]) -> None:
+        self.started_at = started_at
+        self.blocks = blocks
+        self.version = next(
+            (m.group(1) for role, text, _ in blocks if role == "tool" for m in [_VERSION.match(text)] if m),
+            None,
+        )
+
+    def rows(self, trajectory: dict[str, Any]) -> list[dict[str, Any]]:
+        rows = []
+        pending_tokens: int | None = None
+        for role, text, extra in self.blocks:
+            tokens = None
+            if role == "assistant":
+                tokens, pending_tokens = pending_tokens, None
+            elif "usage" in extra:
+                pending_tokens = extra["usage"]["completion_tokens"]
+            rows.append(
+                make_step(trajectory, len(rows), role=role, content=text, tokens=tokens, extra=extra or None)
+            )
+        return rows
+
+
+def parse_chat_history(text: str) -> list[_Session]:
+    """Split an aider chat-history markdown file into sessions of ``user`` / ``tool`` / ``assistant`` blocks.
+
+    Examples:
+        >>> (s,) = parse_chat_history(
+        ...     "# aider chat started at 2024-05-21 20:19:48\\n\\n> Aider v0.35.1  \\n#### fix it  \\n"
+        ...     "> 10 prompt tokens, 2 completion tokens, $0.01 cost  \\n\\nDone.\\n"
+        ... )
+        >>> [(role, text[:12]) for role, text, _ in s.blocks]
+        [('tool', 'Aider v0.35.'), ('user', 'fix it'), ('tool', '10 prompt to'), ('assistant', 'Done.')]
+    """
+    sessions: list[_Session] = []
+    current: list[tuple[str, list[str]]] | None = None
+    started = ""
+    in_fence = False
+
+    def close() -> None:
+        if current is not None:
+            sessions.append(_Session(started, [_block(role, lines) for role, lines in current]))
+
+    for line in text.splitlines():
+        header = _SESSION.match(line)
+        if header and not in_fence:
+            close()
+            current, started, in_fence = [], header.group(1), False
+            continue
+        if current is None:
+            continue  # text before the first session header (none in files aider writes)
+        kind = _kind(line, in_fence)
+        if kind == "assistant" and _FENCE.match(line):
+            in_fence = not in_fence
+        if kind == "blank":
+            if current and current[-1][0] == "assistant":
+                current[-1][1].append("")
+            continue
+        if current and current[-1][0] == kind:
+            current[-1][1].append(line)
+        else:
+            current.append((kind, [line]))
+    close()
+    return sessions
+
+
+def _kind(line: str, in_fence: bool) -> str:
+    if in_fence:
+        return "assistant"
+    if not line.strip():
+        return "blank"
+    if line.startswith("#### ") or line.rstrip() == "####":
+        return "user"
+    if line.startswith("> ") or line.rstrip() == ">":
+        return "tool"
+    return "assistant"
+
+
+def _block(role: str, lines: list[str]) -> tuple[str, str, dict[str, Any]]:
+    extra: dict[str, Any] = {}
+    if role == "user":
+        text = "\n".join(_unbreak(line[5:] if line.startswith("#### ") else "") for line in lines)
+        if text == "<blank>":
+            text = ""
+    elif role == "tool":
+        stripped = [_unbreak(line[2:] if line.startswith("> ") else "") for line in lines]
+        text = "\n".join(stripped)
+        for line in stripped:
+            usage = _USAGE.match(line)
+            if usage:
+                extra["usage"] = {
+                    "prompt_tokens": int(usage.group(1).replace(",", "")),
+                    "completion_tokens": int(usage.group(2).replace(",", "")),
+                    **({"cost": float(usage.group(3))} if usage.group(3) else {}),
+                }
+    else:
+        text = "\n".join(lines).strip("\n")
+    return role, text, extra
+
+
+def _unbreak(line: str) -> str:
+    """Drop the two trailing spaces aider appends as a markdown line break."""
+    return line[:-2] if line.endswith("  ") else line.rstrip()
+
+
+def _transcript(path: Path, instance_id: str) -> tuple[list[_Session], dict[str, Any]]:
+    """The sessions of the chat transcript beside the result file, and a note of what was found."""
+    candidates = [path.parent / f"{instance_id}.md", path.with_suffix(".md")]
+    md = next((p for p in candidates if p.is_file()), None)
+    if md is None:
+        return [], {"found": False}
+    data = md.read_bytes()
+    note: dict[str, Any] = {"found": True, "file": md.name, "sha256": content_sha256(data)}
+    try:
+        sessions = parse_chat_history(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        note["error"] = f"not UTF-8 text: {exc}"
+        return [], note
+    note["sessions"] = len(sessions)
+    return sessions, note

@@ -1,0 +1,639 @@
+"""ATIF trajectories (Harbor's ``trajectory.json``) and the Harbor trial files around them.
+
+ATIF, the Agent Trajectory Interchange Format (harbor ``docs/rfcs/0001-trajectory-format.md``, the
+pydantic models ``harbor.models.trajectories``), is one JSON document::
+
+    {"schema_version": "ATIF-v1.x", "session_id", "agent": {"name", "version", "model_name"?, "extra"?,
+     "tool_definitions"? (v1.7)}, "steps": [{"step_id" (1, 2, ...), "timestamp"?, "source": "system" |
+     "user" | "agent", "model_name"?, "reasoning_effort"?, "message" (text, or content parts since v1.6),
+     "reasoning_content"?, "tool_calls"?: [{"tool_call_id", "function_name", "arguments": {...}}],
+     "observation"?: {"results": [{"source_call_id"?, "content"?, "subagent_trajectory_ref"?}]},
+     "metrics"?: {"prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", ...},
+     "is_copied_context"? (v1.5), "llm_call_count"? (v1.7), "extra"?}],
+     "notes"?, "final_metrics"?: {"total_prompt_tokens", "total_completion_tokens", "total_cached_tokens",
+     "total_cost_usd", "total_steps", "extra"}, "extra"?, "trajectory_id"? (v1.7), ...}
+
+Harbor writes it in a trial directory of a job::
+
+    <job>/<trial>/agent/trajectory.json     the ATIF trajectory
+    <job>/<trial>/verifier/reward.txt       the verifier's reward (one number), or reward.json {name: number}
+    <job>/<trial>/result.json               TrialResult: task_name, trial_name, source (dataset), config
+                                            {agent, environment, verifier, job_id, trials_dir}, agent_info,
+                                            agent_result, verifier_result {rewards}, exception_info, times
+
+Mapping (one trajectory file = one trajectory):
+
+* ``system`` / ``user`` / ``agent`` steps become ``system`` / ``user`` / ``assistant`` step rows (message,
+  ``reasoning_content``, tool calls with their arguments as JSON text, timestamp, ``completion_tokens`` as
+  the step's tokens); each observation result becomes a ``tool`` row right after its step, with
+  ``source_call_id`` as ``tool_call_id``. Every field without a column (step id, model, metrics,
+  ``is_copied_context``, ``extra``, ...) goes to the row's ``extra``;
+* the trial is found from the file's place (``<trial>/agent/trajectory.json`` or
+  ``<trial>/trajectory.json``): its ``result.json`` names the task (``task_name``, dataset ``source``),
+  the job (the run), the attempt (``trial_name``) and the exit status (``exception_info``); its verifier
+  reward file (else ``result.json``'s ``verifier_result.rewards``) gives ``reward`` outcomes;
+* the candidate (kind ``answer``) is the last agent message that is not copied context (an empty answer
+  when the agent never spoke), so the trial's reward has something to label; other ATIF files an agent
+  leaves beside ``trajectory.json`` (continuations, subagents) are trajectories of the same trial,
+  told apart by their file name, and carry no reward;
+* without a trial around it, the run is the agent (name and version) and the task is identified by a
+  hash of the first user message: ``task_id_for("atif", sha256(prompt)[:16])``.
+
+:class:`HarborTrialFile` recognises a trial's ``result.json`` and its verifier reward file: they are
+read by the trajectory's adapter (their three directories never form one run group), so alone they
+add nothing, or are quarantined with the reason when their trial has no ATIF trajectory to label.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, ClassVar
+
+from trajectory_lake._hashing import canonical_json, content_sha256
+from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile
+from trajectory_lake.adapters.swebench import FAMILY as SWE_BENCH
+from trajectory_lake.records import (
+    Bundle,
+    Quarantined,
+    as_timestamp,
+    make_candidate,
+    make_outcome,
+    make_run,
+    make_step,
+    make_task,
+    make_trajectory,
+    task_id_for,
+)
+
+__all__ = ["AtifTrajectory", "HarborTrialFile"]
+
+_ROLES = {"system": "system", "user": "user", "agent": "assistant"}
+_STEP_COLUMNS = (
+    "step_id",
+    "timestamp",
+    "source",
+    "message",
+    "reasoning_content",
+    "tool_calls",
+    "observation",
+)
+_REWARD_FILES = ("reward.json", "reward.txt")
+_INSTANCE_LIKE = re.compile(r"^[A-Za-z0-9_.-]+__[A-Za-z0-9_.-]+-\d+$")
+_SCHEMA_MARK = re.compile(rb'^\s*\{\s*"schema_version"\s*:\s*"ATIF-v')
+EVALUATOR = "harbor-verifier"
+MAIN_FILE = "trajectory.json"
+
+
+class AtifTrajectory(Adapter):
+    """ATIF ``trajectory.json`` → a trajectory, its steps, its final answer and the trial's reward."""
+
+    name: ClassVar[str] = "atif"
+    rank: ClassVar[int] = 20
+
+    @classmethod
+    def sniff(cls, source: SourceFile) -> bool:
+        if not source.is_json_document():
+            return False
+        if _SCHEMA_MARK.search(source.head(4096)):
+            return True  # Harbor's models write schema_version first; a broken body is for read() to report
+        if b"ATIF-" not in source.data[-65536:]:
+            return False
+        try:
+            document = source.document
+        except ValueError:
+            return False
+        return (
+            isinstance(document, dict)
+            and str(document.get("schema_version", "")).startswith("ATIF-")
+            and isinstance(document.get("steps"), list)
+        )
+
+    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
+        trial = _Trial.around(source.path)
+        yield from (self.quarantine(locator, error, raw) for locator, error, raw in trial.problems)
+        try:
+            yield self._bundle(source, trial)
+        except (ValueError, TypeError) as exc:  # _Malformed (a ValueError) knows where; invalid JSON is "$"
+            yield self.quarantine(getattr(exc, "locator", "$"), str(exc), source.data)
+
+    def _bundle(self, source: SourceFile, trial: _Trial) -> Bundle:
+        document = source.document
+        if not isinstance(document, dict):
+            raise _Malformed("$", f"expected a JSON object, got {type(document).__name__}")
+        session_id = _required_str(document, "session_id", "$")
+        agent = document.get("agent")
+        if not isinstance(agent, dict):
+            raise _Malformed("$.agent", f"agent must be an object, got {agent!r}")
+        agent_name = _required_str(agent, "name", "$.agent")
+        agent_version = _optional_str(agent, "version", "$.agent")
+        agent_model = _optional_str(agent, "model_name", "$.agent")
+        steps = document.get("steps")
+        if not isinstance(steps, list):
+            raise _Malformed("$.steps", f"steps must be a list, got {type(steps).__name__}")
+        _required_str(document, "schema_version", "$")
+        specs: list[dict[str, Any]] = []
+        for index, step in enumerate(steps):
+            specs.extend(_step_rows(step, f"$.steps[{index}]"))
+
+        result = trial.result or {}
+        config = _obj(result.get("config"))
+        config_agent = _obj(config.get("agent"))
+        model = agent_model or _str_or_none(config_agent.get("model_name")) or _first_step_model(steps)
+        benchmark = _str_or_none(result.get("source"))
+        task_name = _str_or_none(result.get("task_name"))
+        prompt = _first_message(steps, "user")
+        task_id, domain = _task_identity(task_name, benchmark, prompt, session_id)
+        run = make_run(
+            name=trial.job_name(config) or " ".join(p for p in (agent_name, agent_version) if p),
+            harness=agent_name,
+            harness_version=agent_version,
+            model=model,
+            benchmark=benchmark,
+            config={
+                "agent": {k: v for k, v in agent.items() if k not in ("name", "version", "model_name")},
+                "harbor": {k: v for k, v in config.items() if k not in ("trial_name", "task")},
+            },
+        )
+        final = _obj(document.get("final_metrics"))
+        completion = [s["tokens"] for s in specs if s.get("tokens") is not None]
+        step_costs = [s["cost"] for s in specs if s.get("cost") is not None]
+        agent_result = _obj(result.get("agent_result"))
+        times = [s["timestamp"] for s in specs if s.get("timestamp") is not None]
+        execution = _obj(result.get("agent_execution"))
+        trial_name = _str_or_none(result.get("trial_name")) or trial.name
+        # Harbor agents may leave more ATIF files in agent/ (continuations, subagents): each is its own
+        # trajectory of the trial, and only the trial's trajectory.json carries the trial's reward.
+        main = trial.dir is None or source.path.name == MAIN_FILE
+        identity = trial_name or _str_or_none(document.get("trajectory_id")) or session_id
+        total_completion = _int_or_none(
+            final.get("total_completion_tokens"), "$.final_metrics.total_completion_tokens"
+        )
+        trajectory = make_trajectory(
+            run=run,
+            task_id=task_id,
+            domain=domain,
+            source_format=f"{self.name}:{document['schema_version']}",
+            source_uri=source.uri,
+            source_sha256=source.sha256,
+            attempt=_attempt(identity if main else f"{identity}/{source.path.name}"),
+            exit_status=trial.exit_status(),
+            n_steps=len(specs),
+            tokens=total_completion
+            if total_completion is not None
+            else (sum(completion) if completion else None),
+            cost_usd=_first_number(
+                final.get("total_cost_usd"),
+                agent_result.get("cost_usd"),
+                sum(step_costs) if step_costs else None,
+            ),
+            started_at=min(times, default=None) or _time(execution.get("started_at")),
+            ended_at=max(times, default=None) or _time(execution.get("finished_at")),
+            extra={
+                "session_id": session_id,
+                "trial_name": trial_name,
+                "task_name": task_name,
+                **{
+                    k: v
+                    for k, v in document.items()
+                    if k not in ("schema_version", "session_id", "agent", "steps")
+                },
+                "trial_result": {k: v for k, v in result.items() if k != "config"} or None,
+                "reward_file": trial.reward_file if main else None,
+            },
+        )
+        rows = [
+            make_step(trajectory, index, **{k: v for k, v in spec.items() if k != "cost"})
+            for index, spec in enumerate(specs)
+        ]
+        bundle = Bundle(locator="$", priority=self.rank)
+        bundle.add("runs", run)
+        bundle.add("trajectories", trajectory)
+        bundle.extend("steps", rows)
+        bundle.add(
+            "tasks",
+            make_task(
+                task_id=task_id,
+                domain=domain,
+                prompt=prompt,
+                benchmark=benchmark,
+                instance_id=task_name,
+                metadata=_task_metadata(result),
+                source_uri=source.uri,
+            ),
+        )
+        candidate = make_candidate(trajectory, kind="answer", content=_final_answer(steps))
+        bundle.add("candidates", candidate)
+        verifier_times = _obj(result.get("verifier"))
+        recorded_at = _time(verifier_times.get("finished_at"))
+        rewards = trial.rewards if main else {}
+        for name, value in rewards.items():
+            bundle.add(
+                "outcomes",
+                make_outcome(
+                    candidate,
+                    name=name,
+                    value=value,
+                    source="harness",
+                    evaluator=EVALUATOR,
+                    recorded_at=recorded_at,
+                ),
+            )
+        return bundle
+
+
+class HarborTrialFile(Adapter):
+    """A Harbor trial's ``result.json`` or ``verifier/reward.{txt,json}``: read with the trial's trajectory.
+
+    Alone they add nothing: :class:`AtifTrajectory` reads them from the trajectory's trial directory
+    (Harbor keeps the three in three directories, which never share a run group). When the trial has no
+    ATIF trajectory (the agent failed before writing one), the file is quarantined with that reason,
+    so the reward is not dropped without a trace.
+    """
+
+    name: ClassVar[str] = "harbor-trial"
+    table: ClassVar[str] = "outcomes"
+
+    @classmethod
+    def sniff(cls, source: SourceFile) -> bool:
+        if _is_reward_file(source):
+            return True
+        if not source.is_json_document():
+            return False
+        head = source.head(4096)
+        if b'"trial_name"' not in head or b'"task_name"' not in head:
+            return False  # TrialResult starts with id, task_name, trial_name
+        try:
+            document = source.document
+        except ValueError:
+            return False
+        return isinstance(document, dict) and _is_trial_result(document)
+
+    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
+        trial_dir = source.path.parent.parent if _is_reward_file(source) else source.path.parent
+        if _trajectory_in(trial_dir) is not None:
+            return  # the trajectory's adapter reads this file with it
+        what = "verifier reward" if _is_reward_file(source) else "trial result"
+        yield self.quarantine(
+            "$",
+            f"Harbor {what} of trial {trial_dir.name!r} has no ATIF trajectory beside it "
+            f"(expected agent/trajectory.json in {trial_dir.name}): "
+            "there is no rollout for its reward to label",
+            source.data,
+        )
+
+
+# -- the trial around a trajectory ---------------------------------------------------------------------
+
+
+@dataclass
+class _Trial:
+    """The Harbor trial a trajectory file sits in (all empty when it sits in none)."""
+
+    dir: Path | None = None
+    result: dict[str, Any] | None = None
+    rewards: dict[str, float] = field(default_factory=dict)
+    reward_file: str | None = None
+    problems: list[tuple[str, str, bytes]] = field(default_factory=list)  # (locator, error, raw)
+
+    @classmethod
+    def around(cls, path: Path) -> _Trial:
+        for candidate in (path.parent, path.parent.parent) if path.parent.name == "agent" else (path.parent,):
+            if (candidate / "result.json").is_file() or (candidate / "verifier").is_dir():
+                trial = cls(dir=candidate)
+                trial._read()
+                return trial
+        return cls()
+
+    @property
+    def name(self) -> str | None:
+        return self.dir.name if self.dir is not None else None
+
+    def job_name(self, config: Mapping[str, Any]) -> str | None:
+        """The job (the run): ``config.trials_dir``'s last part, else the trial directory's parent."""
+        trials_dir = config.get("trials_dir")
+        if isinstance(trials_dir, str) and trials_dir.strip("/"):
+            return Path(trials_dir).name
+        return self.dir.parent.name if self.dir is not None and self.dir.parent.name else None
+
+    def exit_status(self) -> str | None:
+        if self.result is None:
+            return None
+        exception = self.result.get("exception_info")
+        if isinstance(exception, dict):
+            return str(exception.get("exception_type") or "exception")
+        return "completed"
+
+    def _read(self) -> None:
+        assert self.dir is not None
+        path = self.dir / "result.json"
+        if path.is_file():
+            raw = path.read_bytes()
+            try:
+                result = json.loads(raw)
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                self.problems.append(("result.json", f"trial result is not valid JSON: {exc}", raw))
+            else:
+                if isinstance(result, dict):
+                    self.result = result
+                    verifier = result.get("verifier_result")
+                    rewards = verifier.get("rewards") if isinstance(verifier, dict) else None
+                    if isinstance(rewards, dict):
+                        self._take_rewards(rewards, "result.json:verifier_result.rewards", raw)
+                else:
+                    self.problems.append(("result.json", "trial result must be a JSON object", raw))
+        for name in _REWARD_FILES:
+            reward_path = self.dir / "verifier" / name
+            if reward_path.is_file():
+                raw = reward_path.read_bytes()
+                try:
+                    rewards = _parse_reward(raw, json_file=name.endswith(".json"))
+                except ValueError as exc:
+                    self.problems.append((f"verifier/{name}", str(exc), raw))
+                    continue
+                self.rewards.clear()  # the verifier's own file wins over the copy in result.json
+                self._take_rewards(rewards, f"verifier/{name}", raw)
+                self.reward_file = f"verifier/{name}"
+                break
+
+    def _take_rewards(self, rewards: Mapping[str, Any], where: str, raw: bytes) -> None:
+        for name, value in rewards.items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                self.problems.append((where, f"reward {name!r} must be a finite number, got {value!r}", raw))
+                continue
+            self.rewards[str(name)] = float(value)
+
+
+def _parse_reward(raw: bytes, *, json_file: bool) -> dict[str, Any]:
+    """``reward.txt`` (one number) or ``reward.json`` (an object of named numbers)."""
+    try:
+        text = raw.decode("utf-8").strip()
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"verifier reward is not UTF-8 text: {exc}") from exc
+    if json_file:
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"verifier reward.json is not valid JSON: {exc}") from exc
+        if not isinstance(value, dict) or not value:
+            raise ValueError(f"verifier reward.json must be an object of named rewards, got {text[:200]!r}")
+        return value
+    try:
+        return {"reward": float(text)}
+    except ValueError:
+        raise ValueError(f"verifier reward.txt must hold one number, got {text[:200]!r}") from None
+
+
+def _is_reward_file(source: SourceFile) -> bool:
+    """A verifier reward: ``verifier/reward.txt`` holding one number, or ``verifier/reward.json`` of numbers.
+
+    A bare number carries no format marker, so the file's place in the trial is part of what identifies it.
+    """
+    if (
+        source.path.name not in _REWARD_FILES
+        or source.path.parent.name != "verifier"
+        or len(source.data) > 4096
+    ):
+        return False
+    try:
+        rewards = _parse_reward(source.data, json_file=source.path.name.endswith(".json"))
+    except ValueError:
+        return False
+    return all(isinstance(v, int | float) and not isinstance(v, bool) for v in rewards.values())
+
+
+def _is_trial_result(document: dict[str, Any]) -> bool:
+    return (
+        isinstance(document.get("trial_name"), str)
+        and isinstance(document.get("task_name"), str)
+        and any(key in document for key in ("verifier_result", "agent_info", "agent_result"))
+    )
+
+
+def _trajectory_in(trial_dir: Path) -> Path | None:
+    for path in (trial_dir / "agent" / MAIN_FILE, trial_dir / MAIN_FILE):
+        if path.is_file() and AtifTrajectory.sniff(SourceFile(path=path, data=path.read_bytes())):
+            return path
+    return None
+
+
+# -- steps ---------------------------------------------------------------------------------------------
+
+
+class _Malformed(ValueError):
+    """A part of the document has the wrong shape; ``locator`` is its JSON path."""
+
+    def __init__(self, locator: str, message: str) -> None:
+        super().__init__(f"{locator}: {message}")
+        self.locator = locator
+
+
+def _step_rows(step: Any, where: str) -> list[dict[str, Any]]:  # noqa: ANN401 - validated here
+    """``make_step`` arguments of one ATIF step: the step, then one ``tool`` row per observation result."""
+    if not isinstance(step, dict):
+        raise _Malformed(where, f"a step must be an object, got {type(step).__name__}")
+    step_id = step.get("step_id")
+    if isinstance(step_id, bool) or not isinstance(step_id, int):
+        raise _Malformed(f"{where}.step_id", f"step_id must be an integer, got {step_id!r}")
+    source = step.get("source")
+    if source not in _ROLES:
+        raise _Malformed(f"{where}.source", f"source must be one of system, user, agent; got {source!r}")
+    try:
+        timestamp = as_timestamp(step.get("timestamp"))
+    except ValueError as exc:
+        raise _Malformed(f"{where}.timestamp", str(exc)) from None
+    reasoning = step.get("reasoning_content")
+    if reasoning is not None and not isinstance(reasoning, str):
+        raise _Malformed(
+            f"{where}.reasoning_content", f"reasoning_content must be a string, got {reasoning!r}"
+        )
+    metrics = step.get("metrics")
+    if metrics is not None and not isinstance(metrics, dict):
+        raise _Malformed(f"{where}.metrics", f"metrics must be an object, got {metrics!r}")
+    tokens = _int_or_none((metrics or {}).get("completion_tokens"), f"{where}.metrics.completion_tokens")
+    cost = (metrics or {}).get("cost_usd")
+    if cost is not None and (isinstance(cost, bool) or not isinstance(cost, int | float)):
+        raise _Malformed(f"{where}.metrics.cost_usd", f"cost_usd must be a number, got {cost!r}")
+    extra = {"step_id": step_id, **{k: v for k, v in step.items() if k not in _STEP_COLUMNS}}
+    rows = [
+        {
+            "role": _ROLES[source],
+            "content": _content(step.get("message"), f"{where}.message"),
+            "reasoning": reasoning or None,
+            "tool_calls": _tool_calls(step.get("tool_calls"), f"{where}.tool_calls"),
+            "tokens": tokens,
+            "timestamp": timestamp,
+            "cost": cost,
+            "extra": extra,
+        }
+    ]
+    observation = step.get("observation")
+    if observation is None:
+        return rows
+    if not isinstance(observation, dict) or not isinstance(observation.get("results"), list):
+        raise _Malformed(
+            f"{where}.observation", f"observation must be an object with a results list, got {observation!r}"
+        )
+    for number, result in enumerate(observation["results"]):
+        at = f"{where}.observation.results[{number}]"
+        if not isinstance(result, dict):
+            raise _Malformed(at, f"an observation result must be an object, got {result!r}")
+        call_id = result.get("source_call_id")
+        if call_id is not None and not isinstance(call_id, str):
+            raise _Malformed(f"{at}.source_call_id", f"source_call_id must be a string, got {call_id!r}")
+        rows.append(
+            {
+                "role": "tool",
+                "content": _content(result.get("content"), f"{at}.content"),
+                "tool_call_id": call_id,
+                "timestamp": timestamp,
+                "extra": {
+                    "step_id": step_id,
+                    "observation_of": source,
+                    **{k: v for k, v in result.items() if k not in ("source_call_id", "content")},
+                    **{k: v for k, v in observation.items() if k != "results"},
+                },
+            }
+        )
+    return rows
+
+
+def _content(message: Any, where: str) -> str | list[Any] | None:  # noqa: ANN401 - validated here
+    """A message or observation: text, or ContentPart list (text parts joined; otherwise kept whole)."""
+    if message is None or isinstance(message, str):
+        return message
+    if not isinstance(message, list) or not all(isinstance(p, dict) for p in message):
+        raise _Malformed(where, f"must be a string or a list of content parts, got {type(message).__name__}")
+    if all(p.get("type") == "text" and isinstance(p.get("text"), str) for p in message):
+        return "\n".join(p["text"] for p in message)
+    return message
+
+
+def _tool_calls(calls: Any, where: str) -> list[dict[str, str | None]] | None:  # noqa: ANN401 - validated here
+    if calls is None or calls == []:
+        return None
+    if not isinstance(calls, list):
+        raise _Malformed(where, f"tool_calls must be a list, got {type(calls).__name__}")
+    out: list[dict[str, str | None]] = []
+    for number, call in enumerate(calls):
+        at = f"{where}[{number}]"
+        if not isinstance(call, dict):
+            raise _Malformed(at, f"a tool call must be an object, got {call!r}")
+        call_id = _required_str(call, "tool_call_id", at)
+        name = _required_str(call, "function_name", at)
+        arguments = call.get("arguments")
+        if arguments is not None and not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        out.append({"id": call_id, "name": name, "arguments": arguments})
+    return out
+
+
+def _final_answer(steps: list[Any]) -> str:
+    """The last agent message of the run itself (not copied context); ``""`` when the agent never spoke."""
+    for step in reversed(steps):
+        if step.get("source") == "agent" and not step.get("is_copied_context"):
+            content = _content(step.get("message"), "message")
+            if content is None:
+                return ""
+            return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    return ""
+
+
+def _first_message(steps: list[Any], source: str) -> str | None:
+    for step in steps:
+        if step.get("source") == source and not step.get("is_copied_context"):
+            content = _content(step.get("message"), "message")
+            if content:
+                return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    return None
+
+
+def _first_step_model(steps: list[Any]) -> str | None:
+    for step in steps:
+        if isinstance(step.get("model_name"), str):
+            return str(step["model_name"])
+    return None
+
+
+# -- identities ----------------------------------------------------------------------------------------
+
+
+def _task_identity(
+    task_name: str | None, benchmark: str | None, prompt: str | None, session_id: str
+) -> tuple[str, str]:
+    """``(task_id, domain)``: the trial's task by name (SWE-bench instances join the SWE-bench tasks), else a
+    hash of the first user message, else of the session."""
+    if task_name:
+        if benchmark and "swe" in benchmark.lower() and _INSTANCE_LIKE.match(task_name):
+            return task_id_for(SWE_BENCH, task_name), "swe"
+        return task_id_for(benchmark or "harbor", task_name), "terminal"
+    basis = prompt if prompt is not None else f"session:{session_id}"
+    return task_id_for("atif", content_sha256(basis)[:16]), "terminal"
+
+
+def _task_metadata(result: Mapping[str, Any]) -> dict[str, Any] | None:
+    config = _obj(result.get("config"))
+    metadata = {
+        "task_checksum": result.get("task_checksum"),
+        "task_id": result.get("task_id"),
+        "task_config": config.get("task"),
+    }
+    return {k: v for k, v in metadata.items() if v is not None} or None
+
+
+def _attempt(identity: str) -> int:
+    """A stable integer for the trial, so trials of one task in one job stay separate trajectories."""
+    return int(content_sha256(canonical_json(["harbor-trial", identity]))[:12], 16)
+
+
+# -- small readers -------------------------------------------------------------------------------------
+
+
+def _required_str(record: Mapping[str, Any], key: str, where: str) -> str:
+    value = record.get(key)
+    if not isinstance(value, str) or not value:
+        raise _Malformed(f"{where}.{key}", f"{key} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _optional_str(record: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = record.get(key)
+    if value is not None and not isinstance(value, str):
+        raise _Malformed(f"{where}.{key}", f"{key} must be a string, got {value!r}")
+    return value or None
+
+
+def _obj(value: Any) -> dict[str, Any]:  # noqa: ANN401
+    """``value`` if it is a JSON object, else an empty one (optional sections of a trial result)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _str_or_none(value: Any) -> str | None:  # noqa: ANN401
+    return value if isinstance(value, str) and value else None
+
+
+def _int_or_none(value: Any, where: str) -> int | None:  # noqa: ANN401
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Malformed(where, f"must be an integer, got {value!r}")
+    return value
+
+
+def _first_number(*values: Any) -> float | None:  # noqa: ANN401
+    for value in values:
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+    return None
+
+
+def _time(value: Any) -> datetime | None:  # noqa: ANN401
+    try:
+        return as_timestamp(value)
+    except ValueError:
+        return None

@@ -1,0 +1,628 @@
+"""Codex CLI session rollouts (``~/.codex/sessions/YYYY/MM/DD/rollout-<timestamp>-<uuid>.jsonl``).
+
+Documented structure (openai/codex ``codex-rs/protocol/src/protocol.rs``: ``RolloutLine``,
+``RolloutItem``, ``SessionMetaLine``, ``TurnContextItem``, ``CompactedItem``, ``EventMsg``;
+``codex-rs/protocol/src/models.rs``: ``ResponseItem``). One JSON object per line::
+
+    {"timestamp": "...", "type": "session_meta", "payload": {"id", "timestamp", "cwd", "originator",
+        "cli_version", "source", "model_provider"?, "base_instructions"?, "git"?, "forked_from_id"?, ...}}
+    {"timestamp": "...", "type": "response_item", "payload": {"type": "message", "role", "content": [...],
+        "phase"?} | {"type": "reasoning", "summary", "content"?, "encrypted_content"?}
+        | {"type": "function_call", "name", "arguments", "call_id"} | {"type": "function_call_output",
+        "call_id", "output"} | custom_tool_call(_output) | local_shell_call | web_search_call | ...}
+    {"timestamp": "...", "type": "event_msg", "payload": {"type": "token_count" | "user_message" |
+        "agent_message" | "task_started" | "task_complete" | "turn_aborted" | "exec_command_end" | ...}}
+    {"timestamp": "...", "type": "turn_context", "payload": {"model", "cwd", "approval_policy", "effort", ..}}
+    {"timestamp": "...", "type": "compacted", "payload": {"message", "replacement_history"?}}
+
+Rollouts written before items were wrapped (2025) have a first line that is the session meta object
+without ``type`` (``{"id", "timestamp", "instructions", "git"?}``), ``{"record_type": "state"}`` lines,
+and bare response items (``{"type": "message", ...}``) with no timestamp; both layouts are read.
+
+Mapping (one session = one trajectory):
+
+* every ``response_item`` becomes one step, in file order: messages keep their role (``user``,
+  ``developer``, ``assistant``); reasoning items become ``assistant`` steps with only ``reasoning``;
+  function / custom / local-shell / web-search calls become ``assistant`` steps with one tool call
+  (``call_id``, name, arguments as the model emitted them; a custom tool's free-form input is wrapped
+  as ``{"input": ...}``); their outputs become ``tool`` steps with ``tool_call_id`` and ``is_error``
+  when the output or an ``exec_command_end`` / ``patch_apply_end`` / ``mcp_tool_call_end`` event says;
+  a ``compacted`` line becomes a ``system`` step carrying the summary;
+* ``token_count`` events are cumulative snapshots: the trajectory's ``tokens`` is the last snapshot's
+  ``output_tokens`` (generated tokens, as the other adapters count), and each new snapshot's
+  ``last_token_usage`` is attributed to the model-output step that ended that model call;
+* the task is the first thing the user typed (the first ``user_message`` event, else the first
+  ``user`` message that is not harness-injected context): ``task_id_for("codex", sha256(prompt)[:16])``;
+* the run is (harness ``codex``, originator and CLI version, model of the first ``turn_context``);
+  sessions are told apart by their session id;
+* the candidate is the session's final answer (kind ``answer``): the last assistant message whose
+  ``phase`` is ``final_answer``; rollouts that predate ``phase`` use the last assistant message; a
+  session that stopped mid-turn (only ``commentary`` messages) has no candidate. Rollouts carry no
+  label, so there are no outcomes;
+* everything else (session meta, distinct turn contexts, turn boundaries, events that do not duplicate a
+  response item, ``ghost_snapshot`` / ``compaction`` items, the last rate limits) goes to the
+  trajectory's ``extra``; per-item fields without a column go to the step's ``extra``.
+
+A line that is not valid JSON or has the wrong types is quarantined on its own (locator ``line N``)
+and the rest of the session is kept (its line numbers are listed in ``extra.quarantined_lines``); a
+file with no session metadata or no user message is quarantined whole.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, ClassVar
+
+from trajectory_lake._hashing import canonical_json, content_sha256
+from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile
+from trajectory_lake.records import (
+    Bundle,
+    Quarantined,
+    as_timestamp,
+    make_candidate,
+    make_run,
+    make_step,
+    make_task,
+    make_trajectory,
+    task_id_for,
+)
+
+__all__ = ["CodexRollout"]
+
+HARNESS = "codex"
+DOMAIN = "swe"
+_ROLLOUT_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
+# ResponseItem variants (models.rs); a bare line of one of these is a pre-envelope rollout line.
+_RESPONSE_ITEM_TYPES = frozenset(
+    {
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "local_shell_call",
+        "web_search_call",
+        "tool_search_call",
+        "tool_search_output",
+        "image_generation_call",
+        "ghost_snapshot",
+        "compaction",
+        "compaction_summary",
+        "other",
+    }
+)
+# Items that are a model's output: the token usage of a model call goes to the last of them.
+_MODEL_OUTPUT_ITEMS = frozenset(
+    {
+        "reasoning",
+        "function_call",
+        "custom_tool_call",
+        "local_shell_call",
+        "web_search_call",
+        "tool_search_call",
+        "image_generation_call",
+    }
+)
+# Events that repeat a response item (or that this adapter folds into columns): not kept in extra.
+_FOLDED_EVENTS = frozenset(
+    {
+        "agent_message",
+        "agent_reasoning",
+        "agent_reasoning_raw_content",
+        "agent_reasoning_section_break",
+        "user_message",
+        "token_count",
+    }
+)
+# Text the harness injects as ``user`` messages; the user's own request is none of these.
+_INJECTED_PREFIXES = (
+    "<environment_context>",
+    "<user_instructions>",
+    "# AGENTS.md instructions",
+    "<INSTRUCTIONS>",
+    "<user_shell_command>",
+    "<turn_aborted>",
+    "<permissions instructions>",
+    "<skill>",
+)
+_EXIT_CODE_LINE = re.compile(r"^Process exited with code (-?\d+)\s*$", re.M)
+
+
+class CodexRollout(Adapter):
+    """Codex CLI ``rollout-*.jsonl`` → one trajectory per session, its steps and its final answer."""
+
+    name: ClassVar[str] = "codex"
+    rank: ClassVar[int] = 20
+
+    @classmethod
+    def sniff(cls, source: SourceFile) -> bool:
+        if source.is_json_document():
+            return False
+        lines = source.first_json_lines(8)
+        if not lines or not all(isinstance(line, dict) for line in lines):
+            return False
+        if all(_is_envelope(line) for line in lines):
+            return any(line["type"] in _ROLLOUT_TYPES for line in lines)
+        # The pre-envelope layout: a header without ``type``, then state records and bare items.
+        header, rest = lines[0], lines[1:]
+        if "type" in header or "payload" in header or "id" not in header or "timestamp" not in header:
+            return False
+        return bool(rest) and all(
+            line.get("record_type") == "state"
+            or (line.get("type") in _RESPONSE_ITEM_TYPES and "payload" not in line)
+            for line in rest
+        )
+
+    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
+        session = _Session()
+        bad: list[Quarantined] = []
+        first = True
+        for item in self.iter_json_lines(source):
+            if isinstance(item, Quarantined):
+                bad.append(item)
+                session.quarantined_lines.append(int(item.locator.removeprefix("line ")))
+                continue
+            number, raw, value = item
+            try:
+                session.add(number, value, first=first)
+            except (ValueError, TypeError, AttributeError) as exc:
+                bad.append(self.quarantine(f"line {number}", str(exc), raw))
+                session.quarantined_lines.append(number)
+            first = False
+        yield from bad
+        try:
+            yield session.bundle(source, priority=self.rank)
+        except (ValueError, TypeError) as exc:
+            yield self.quarantine("$", str(exc), source.data)
+
+
+@dataclass
+class _Session:
+    """What one pass over a rollout gathers; :meth:`bundle` turns it into rows."""
+
+    meta: dict[str, Any] | None = None
+    legacy: bool = False
+    steps: list[dict[str, Any]] = field(default_factory=list)  # make_step keyword arguments
+    prompt_event: str | None = None
+    models: list[str] = field(default_factory=list)
+    turn_contexts: list[dict[str, Any]] = field(default_factory=list)
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    event_counts: Counter[str] = field(default_factory=Counter)
+    other_items: list[dict[str, Any]] = field(default_factory=list)
+    call_results: dict[str, dict[str, Any]] = field(default_factory=dict)  # call_id -> end event facts
+    total_usage: dict[str, Any] | None = None
+    rate_limits: Any = None
+    usage_open: list[int] = field(default_factory=list)  # model-output steps since the last usage snapshot
+    times: list[datetime] = field(default_factory=list)
+    quarantined_lines: list[int] = field(default_factory=list)
+
+    # -- one line ------------------------------------------------------------------------------------
+
+    def add(self, number: int, value: Any, *, first: bool) -> None:  # noqa: ANN401 - a parsed JSON line
+        if not isinstance(value, dict):
+            raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+        if _is_envelope(value):
+            kind, payload = value["type"], value["payload"]
+            if not isinstance(payload, dict):
+                raise ValueError(f"{kind} payload must be an object, got {type(payload).__name__}")
+            timestamp = as_timestamp(value["timestamp"])
+        elif first and "id" in value and "type" not in value:
+            kind, payload, timestamp = "session_meta", value, as_timestamp(value.get("timestamp"))
+            self.legacy = True
+        elif value.get("record_type") == "state":
+            self.other_items.append({"line": number, "item": value})
+            return
+        elif isinstance(value.get("type"), str) and "payload" not in value:
+            kind, payload, timestamp = "response_item", value, as_timestamp(value.get("timestamp"))
+            self.legacy = True
+        else:
+            raise ValueError("not a Codex rollout line: expected {timestamp, type, payload}")
+        if timestamp is not None:
+            self.times.append(timestamp)
+        if kind == "session_meta":
+            self._session_meta(number, payload)
+        elif kind == "response_item":
+            self._response_item(number, payload, timestamp)
+        elif kind == "event_msg":
+            self._event(number, payload, timestamp)
+        elif kind == "turn_context":
+            self._turn_context(payload)
+        elif kind == "compacted":
+            message = payload.get("message")
+            if not isinstance(message, str):
+                raise ValueError(f"compacted.message must be a string, got {message!r}")
+            extra = {k: v for k, v in payload.items() if k != "message"}
+            self.steps.append(
+                {
+                    "role": "system",
+                    "content": message,
+                    "timestamp": timestamp,
+                    "extra": {"rollout_type": "compacted", **extra},
+                }
+            )
+        else:  # a rollout line type this adapter does not know yet: kept, not dropped
+            self.other_items.append({"line": number, "type": kind, "payload": payload})
+
+    def _session_meta(self, number: int, payload: dict[str, Any]) -> None:
+        session_id = payload.get("id")
+        if not isinstance(session_id, str) or not session_id:
+            raise ValueError(f"session_meta.id must be a non-empty string, got {session_id!r}")
+        as_timestamp(payload.get("timestamp"))  # a malformed start time fails this line, not the session
+        if self.meta is None:
+            self.meta = payload
+        else:  # a second meta line (written by some resume paths): kept, the first one wins
+            self.other_items.append({"line": number, "type": "session_meta", "payload": payload})
+
+    def _turn_context(self, payload: dict[str, Any]) -> None:
+        model = payload.get("model")
+        if model is not None and not isinstance(model, str):
+            raise ValueError(f"turn_context.model must be a string, got {model!r}")
+        if model and model not in self.models:
+            self.models.append(model)
+        # Codex writes the same context before every model call: keep each distinct one once.
+        if payload not in self.turn_contexts:
+            self.turn_contexts.append(payload)
+
+    def _event(self, number: int, payload: dict[str, Any], timestamp: datetime | None) -> None:
+        kind = payload.get("type")
+        if not isinstance(kind, str):
+            raise ValueError(f"event_msg.type must be a string, got {kind!r}")
+        self.event_counts[kind] += 1
+        if kind == "token_count":
+            self._token_count(payload)
+        elif kind == "user_message":
+            message = payload.get("message")
+            if not isinstance(message, str):
+                raise ValueError(f"user_message.message must be a string, got {message!r}")
+            if self.prompt_event is None and message.strip():
+                self.prompt_event = message
+        elif kind in ("task_started", "turn_started"):
+            self.turns.append({"turn_id": payload.get("turn_id"), "status": "started"})
+        elif kind in ("task_complete", "turn_complete"):
+            self._end_turn(payload.get("turn_id"), "completed")
+        elif kind == "turn_aborted":
+            self._end_turn(payload.get("turn_id"), "aborted", reason=payload.get("reason"))
+        elif kind in ("exec_command_end", "patch_apply_end", "mcp_tool_call_end"):
+            call_id = payload.get("call_id")
+            if isinstance(call_id, str):
+                self.call_results[call_id] = {"event": kind, "is_error": _end_event_error(kind, payload)}
+        if kind not in _FOLDED_EVENTS:
+            self.events.append({"line": number, "timestamp": timestamp, "payload": payload})
+
+    def _end_turn(self, turn_id: Any, status: str, **details: Any) -> None:  # noqa: ANN401
+        for turn in reversed(self.turns):
+            if turn_id is None or turn.get("turn_id") == turn_id:
+                turn.update(status=status, **{k: v for k, v in details.items() if v is not None})
+                return
+        self.turns.append({"turn_id": turn_id, "status": status, **details})
+
+    def _token_count(self, payload: dict[str, Any]) -> None:
+        if "rate_limits" in payload:
+            self.rate_limits = payload["rate_limits"]
+        info = payload.get("info")
+        if info is None:
+            return
+        if not isinstance(info, dict):
+            raise ValueError(f"token_count.info must be an object, got {type(info).__name__}")
+        total, last = info.get("total_token_usage"), info.get("last_token_usage")
+        if not isinstance(total, dict):
+            return
+        if total == self.total_usage:
+            return  # Codex repeats the snapshot after tool calls; only a new total is a new model call
+        self.total_usage = total
+        if isinstance(last, dict) and self.usage_open:
+            step = self.steps[self.usage_open[-1]]
+            output = last.get("output_tokens")
+            if isinstance(output, int) and not isinstance(output, bool):
+                step["tokens"] = output
+            step["extra"]["usage"] = last
+        self.usage_open.clear()
+
+    def _response_item(self, number: int, item: dict[str, Any], timestamp: datetime | None) -> None:
+        kind = item.get("type")
+        if not isinstance(kind, str):
+            raise ValueError(f"response_item.type must be a string, got {kind!r}")
+        step = _item_step(kind, item)
+        if step is None:
+            self.other_items.append({"line": number, "item": item})
+            return
+        step["timestamp"] = timestamp
+        self.steps.append(step)
+        if kind in _MODEL_OUTPUT_ITEMS or (kind == "message" and item.get("role") == "assistant"):
+            self.usage_open.append(len(self.steps) - 1)
+
+    # -- the rows ------------------------------------------------------------------------------------
+
+    def bundle(self, source: SourceFile, *, priority: int) -> Bundle:
+        if self.meta is None:
+            raise ValueError(
+                "no valid session_meta line: a Codex rollout starts with the session's metadata "
+                "(id, timestamp, ...)"
+            )
+        prompt = self._task_prompt()
+        if prompt is None:
+            raise ValueError("no user message: the session has no request to use as its task")
+        meta = self.meta
+        version = meta.get("cli_version") if isinstance(meta.get("cli_version"), str) else None
+        originator = meta.get("originator") if isinstance(meta.get("originator"), str) else None
+        run = make_run(
+            name=" ".join(p for p in (originator or HARNESS, version) if p),
+            harness=HARNESS,
+            harness_version=version,
+            model=self.models[0] if self.models else None,
+        )
+        task_id = task_id_for(HARNESS, content_sha256(prompt)[:16])
+        usage = self.total_usage or {}
+        output_tokens = usage.get("output_tokens")
+        started = as_timestamp(meta.get("timestamp"))
+        trajectory = make_trajectory(
+            run=run,
+            task_id=task_id,
+            domain=DOMAIN,
+            source_format=f"{CodexRollout.name}:{'legacy' if self.legacy else 'rollout'}",
+            source_uri=source.uri,
+            source_sha256=source.sha256,
+            attempt=_attempt(meta["id"]),
+            exit_status=self._exit_status(),
+            n_steps=len(self.steps),
+            tokens=output_tokens
+            if isinstance(output_tokens, int) and not isinstance(output_tokens, bool)
+            else None,
+            started_at=started or min(self.times, default=None),
+            ended_at=max(self.times, default=None),
+            extra={
+                "session": meta,
+                "turn_contexts": self.turn_contexts,
+                "models": self.models if len(self.models) > 1 else None,
+                "turns": self.turns,
+                "token_usage": self.total_usage,
+                "rate_limits": self.rate_limits,
+                "events": self.events,
+                "event_counts": dict(self.event_counts),
+                "other_items": self.other_items,
+                "quarantined_lines": self.quarantined_lines,
+            },
+        )
+        steps = [self._row(trajectory, index, spec) for index, spec in enumerate(self.steps)]
+        bundle = Bundle(locator="$", priority=priority)
+        bundle.add("runs", run)
+        bundle.add("tasks", make_task(task_id=task_id, domain=DOMAIN, prompt=prompt, source_uri=source.uri))
+        bundle.add("trajectories", trajectory)
+        bundle.extend("steps", steps)
+        answer = self._final_answer()
+        if answer is not None:
+            bundle.add("candidates", make_candidate(trajectory, kind="answer", content=answer))
+        return bundle
+
+    def _row(self, trajectory: dict[str, Any], index: int, spec: dict[str, Any]) -> dict[str, Any]:
+        call_id = spec.get("tool_call_id")
+        if spec["role"] == "tool" and spec.get("is_error") is None and call_id in self.call_results:
+            spec = {**spec, "is_error": self.call_results[call_id]["is_error"]}
+        return make_step(trajectory, index, **spec)
+
+    def _task_prompt(self) -> str | None:
+        if self.prompt_event is not None:
+            return self.prompt_event
+        for step in self.steps:
+            text = step.get("content")
+            if step["role"] == "user" and isinstance(text, str) and text.strip():
+                if not text.lstrip().startswith(_INJECTED_PREFIXES):
+                    return text
+        return None
+
+    def _final_answer(self) -> str | None:
+        assistant = [
+            s for s in self.steps if s["role"] == "assistant" and s["extra"].get("item_type") == "message"
+        ]
+        phased = [s for s in assistant if s["extra"].get("phase") is not None]
+        if phased:
+            finals = [s for s in phased if s["extra"]["phase"] == "final_answer"]
+            chosen = finals[-1] if finals else None
+        else:
+            chosen = assistant[-1] if assistant else None
+        if chosen is None or not isinstance(chosen.get("content"), str):
+            return None
+        return chosen["content"]
+
+    def _exit_status(self) -> str | None:
+        if not self.turns:
+            return None
+        status = self.turns[-1].get("status")
+        return "incomplete" if status == "started" else status
+
+
+# -- one response item → step keyword arguments ---------------------------------------------------------
+
+
+def _item_step(kind: str, item: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``make_step`` arguments of one response item (without timestamp), or ``None`` if it is no step."""
+    if kind == "message":
+        role = item.get("role")
+        if not isinstance(role, str) or not role:
+            raise ValueError(f"message.role must be a non-empty string, got {role!r}")
+        return _step(
+            role, item, ("role", "content"), content=_content_text(item.get("content"), "message.content")
+        )
+    if kind == "reasoning":
+        summary = _texts(item.get("summary"), "reasoning.summary")
+        raw = _texts(item.get("content"), "reasoning.content")
+        reasoning = "\n\n".join(raw or summary) or None
+        mapped: tuple[str, ...] = ("content",) if raw else ("summary",)
+        return _step("assistant", item, mapped, content=None, reasoning=reasoning)
+    if kind == "function_call":
+        name, call_id = _str(item, "name", kind), _str(item, "call_id", kind)
+        arguments = item.get("arguments")
+        if arguments is not None and not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        calls = [{"id": call_id, "name": name, "arguments": arguments}]
+        return _step("assistant", item, ("name", "call_id", "arguments"), content=None, tool_calls=calls)
+    if kind == "custom_tool_call":
+        name, call_id = _str(item, "name", kind), _str(item, "call_id", kind)
+        text = item.get("input")
+        if not isinstance(text, str):
+            raise ValueError(f"custom_tool_call.input must be a string, got {text!r}")
+        calls = [{"id": call_id, "name": name, "arguments": json.dumps({"input": text}, ensure_ascii=False)}]
+        return _step("assistant", item, ("name", "call_id", "input"), content=None, tool_calls=calls)
+    if kind == "local_shell_call":
+        shell_id = item.get("call_id") or item.get("id")
+        action = item.get("action")
+        if not isinstance(action, dict):
+            raise ValueError(f"local_shell_call.action must be an object, got {action!r}")
+        calls = [{"id": shell_id, "name": "local_shell", "arguments": json.dumps(action, ensure_ascii=False)}]
+        return _step("assistant", item, ("call_id", "action"), content=None, tool_calls=calls)
+    if kind == "web_search_call":
+        action = item.get("action")
+        if action is not None and not isinstance(action, dict):
+            raise ValueError(f"web_search_call.action must be an object, got {action!r}")
+        calls = [
+            {
+                "id": item.get("id"),
+                "name": "web_search",
+                "arguments": json.dumps(action or {}, ensure_ascii=False),
+            }
+        ]
+        return _step("assistant", item, ("action",), content=None, tool_calls=calls)
+    if kind == "tool_search_call":
+        arguments = json.dumps(item.get("arguments"), ensure_ascii=False)
+        calls = [{"id": item.get("call_id"), "name": "tool_search", "arguments": arguments}]
+        return _step("assistant", item, ("call_id", "arguments"), content=None, tool_calls=calls)
+    if kind == "image_generation_call":
+        arguments = json.dumps({"revised_prompt": item.get("revised_prompt")}, ensure_ascii=False)
+        calls = [{"id": item.get("id"), "name": "image_generation", "arguments": arguments}]
+        return _step("assistant", item, ("revised_prompt",), content=None, tool_calls=calls)
+    if kind in ("function_call_output", "custom_tool_call_output"):
+        call_id = _str(item, "call_id", kind)
+        content, is_error, facts = _tool_output(item.get("output"), f"{kind}.output")
+        return _step(
+            "tool",
+            item,
+            ("call_id", "output"),
+            content=content,
+            tool_call_id=call_id,
+            is_error=is_error,
+            facts=facts,
+        )
+    if kind == "tool_search_output":
+        content = json.dumps(item.get("tools"), ensure_ascii=False)
+        return _step("tool", item, ("call_id", "tools"), content=content, tool_call_id=item.get("call_id"))
+    return None  # ghost_snapshot, compaction, other: kept in the trajectory's extra
+
+
+def _step(
+    role: str,
+    item: dict[str, Any],
+    mapped: tuple[str, ...],
+    *,
+    facts: dict[str, Any] | None = None,
+    **columns: Any,  # noqa: ANN401 - the make_step columns
+) -> dict[str, Any]:
+    extra = {"item_type": item["type"], **{k: v for k, v in item.items() if k not in ("type", *mapped)}}
+    if facts:
+        extra["output_facts"] = facts
+    return {"role": role, **columns, "extra": extra}
+
+
+def _str(item: dict[str, Any], key: str, kind: str) -> str:
+    value = item.get(key)
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{kind}.{key} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _texts(parts: Any, what: str) -> list[str]:  # noqa: ANN401
+    """The ``text`` of each part of a reasoning summary / content list (``None`` is empty)."""
+    if parts is None:
+        return []
+    if not isinstance(parts, list):
+        raise ValueError(f"{what} must be a list, got {type(parts).__name__}")
+    out = []
+    for part in parts:
+        if not isinstance(part, dict) or not isinstance(part.get("text"), str):
+            raise ValueError(f"{what} items must be objects with a text string, got {part!r}")
+        out.append(part["text"])
+    return out
+
+
+def _content_text(parts: Any, what: str) -> str | list[Any]:  # noqa: ANN401
+    """Content parts as text (text parts joined by newlines), or the parts themselves when not all text."""
+    if isinstance(parts, str):
+        return parts
+    if not isinstance(parts, list):
+        raise ValueError(f"{what} must be a list of content parts, got {type(parts).__name__}")
+    if not all(isinstance(p, dict) for p in parts):
+        raise ValueError(f"{what} items must be objects, got {parts!r}")
+    if all(
+        isinstance(p.get("text"), str) and p.get("type") in ("input_text", "output_text", "text")
+        for p in parts
+    ):
+        return "\n".join(p["text"] for p in parts)
+    return parts  # images and other parts: kept whole, as JSON text
+
+
+def _tool_output(output: Any, what: str) -> tuple[str | list[Any] | None, bool | None, dict[str, Any]]:  # noqa: ANN401
+    """A tool output's content, whether it failed (when the output says), and the facts read from it."""
+    facts: dict[str, Any] = {}
+    if isinstance(output, dict):  # FunctionCallOutputPayload written as an object by older versions
+        success = output.get("success")
+        content: str | list[Any] | None = _content_text(output.get("content", ""), what)
+        is_error = (not success) if isinstance(success, bool) else None
+        return content, is_error, facts
+    if isinstance(output, list):  # content items (text and images)
+        return _content_text(output, what), None, facts
+    if output is None:
+        return None, None, facts
+    if not isinstance(output, str):
+        raise ValueError(
+            f"{what} must be a string, a list of content items or an object, got {type(output).__name__}"
+        )
+    is_error = None
+    if output.startswith("{"):
+        try:
+            parsed = json.loads(output)
+        except json.JSONDecodeError:
+            parsed = None
+        metadata = parsed.get("metadata") if isinstance(parsed, dict) else None
+        if isinstance(metadata, dict) and isinstance(metadata.get("exit_code"), int):
+            facts["exit_code"] = metadata["exit_code"]
+    if "exit_code" not in facts:
+        match = _EXIT_CODE_LINE.search(output[:2000])  # unified exec's header: "Process exited with code N"
+        if match:
+            facts["exit_code"] = int(match.group(1))
+    if "exit_code" in facts:
+        is_error = facts["exit_code"] != 0
+    return output, is_error, facts
+
+
+def _end_event_error(kind: str, payload: dict[str, Any]) -> bool | None:
+    if kind == "exec_command_end":
+        code = payload.get("exit_code")
+        return code != 0 if isinstance(code, int) else None
+    if kind == "patch_apply_end":
+        success = payload.get("success")
+        return (not success) if isinstance(success, bool) else None
+    result = payload.get(
+        "result"
+    )  # mcp_tool_call_end: Result<CallToolResult, String> as {"Ok": ...} / {"Err": ...}
+    if isinstance(result, dict):
+        if "Err" in result:
+            return True
+        ok = result.get("Ok")
+        if isinstance(ok, dict) and isinstance(ok.get("isError"), bool):
+            return ok["isError"]
+    return None
+
+
+def _is_envelope(line: dict[str, Any]) -> bool:
+    return isinstance(line.get("type"), str) and "payload" in line and "timestamp" in line
+
+
+def _attempt(session_id: str) -> int:
+    """A stable integer for the session, so two sessions of one task in one run stay two trajectories."""
+    return int(content_sha256(canonical_json(["codex-session", session_id]))[:12], 16)

@@ -1,0 +1,899 @@
+"""moatless-tools trajectories: the 2024 transitions log and the late-2024 search tree.
+
+**Transitions log** (``moatless/trajectory.py``, ``Trajectory.to_dict``; 2024 evaluations write one per
+instance)::
+
+    {"name": "AgenticLoop", "initial_message": "<the issue>",
+     "transitions": [{"name"?, "id"?, "parent_id"?, "timestamp"?, "snapshot"?,
+                      "state": {"name"?, "model", "temperature", ...},
+                      "actions": [{"action": {<the model's structured output>}, "output"?,
+                                   "retry_message"?, "completion_cost"?, "input_tokens"?,
+                                   "output_tokens"?}]}],
+     "info": {"evaluation_name", "instance_id", "status", "duration", "total_cost", "submission", ...}}
+
+Each state of the loop (``SearchCode``, ``IdentifyCode``, ``PlanToCode``, ``EditCode``, ...) asks the model
+for one structured action; an action becomes an ``assistant`` step whose tool call is named after the state
+with the action as arguments (its ``scratch_pad`` is the step's ``reasoning``), and its ``output`` (or the
+``retry_message`` that sent it back, ``is_error``) a ``tool`` step. The issue is the first ``user`` step;
+``info.submission`` is the ``patch`` candidate. State settings and action-less transitions are kept in the
+trajectory's ``extra.transitions``.
+
+**Search tree** (``moatless/node.py`` + ``search_tree.py``, moatless-tools 0.0.3+ / moatless-tree-search,
+``<instance_id>/trajectory.json``)::
+
+    {"metadata": {"evaluation_name", "instance_id"}, "max_iterations", "max_cost", "agent": {"system_prompt",
+     "completion": {"model", ...}, ...}, ...,
+     "nodes": [{"node_id", "parent_id", "message"?|"user_message"?, "action"?: {..., "action_args_class"},
+                "observation"?|"output"?: {"message", "terminal", "expect_correction", "properties"},
+                "action_steps"?: [{"action", "observation", "completion"}], "assistant_message"?, "thoughts"?,
+                "completions": {"build_action": {"model", "input", "response", "usage"}, ...},
+                "file_context": {"files": [{"file_path", "patch", "spans"}]}, "reward"?, "visits"?, "value"?,
+                "terminal"?, "error"?, "timestamp"?, ...}]}       # or "root": {<node>, "children": [...]}
+
+Every explored branch (a leaf, or a node whose action is ``Finish``) becomes one trajectory: the system
+prompt, the root message, then per node an ``assistant`` step (its ``thoughts``/``scratch_pad`` as
+``reasoning``, its actions as tool calls named by the action class, with the tool-use id from the
+completion response when there is one) and one ``tool`` step per observation (``is_error`` when moatless
+expected a correction). A branch that ends in ``Finish`` gets its final patch (the file context's per-file
+patches, joined) as a ``patch`` candidate; an unfinished branch keeps its patch in ``extra.final_patch``.
+With exactly one finished branch (or none, then the latest leaf), that branch is the run's rollout:
+``attempt=0``, labelled by the run's SWE-bench reports. With several finished branches the file does not
+say which one was submitted, so they are ``attempt=1..n`` in node order and left unlabelled (a report or
+``preds.json`` of the run still reaches the submitted patch by its content hash). The value function's
+``reward.value`` (-100..100) of a finished node becomes a ``judge_score`` outcome. The completions' full
+``input`` messages (re-renderings of earlier steps) are not stored; ``extra`` records their count.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile
+from trajectory_lake.adapters._harness_common import (
+    as_dict,
+    as_list,
+    is_swe_instance,
+    number_or_none,
+    raw_json,
+    resolve_task_id,
+    str_or_none,
+)
+from trajectory_lake.adapters.swebench import infer_benchmark
+from trajectory_lake.records import (
+    Bundle,
+    Quarantined,
+    as_timestamp,
+    make_candidate,
+    make_outcome,
+    make_run,
+    make_step,
+    make_task,
+    make_trajectory,
+)
+
+__all__ = ["MoatlessSearchTree", "MoatlessTransitions"]
+
+HARNESS = "moatless-tools"
+_TASK = re.compile(r"^\s*<task>\s*(.*?)\s*</task>\s*$", re.S)
+
+
+def _load(adapter: Adapter, source: SourceFile) -> dict[str, Any] | Quarantined:
+    try:
+        document = source.document
+    except ValueError as exc:
+        return adapter.quarantine("$", str(exc), source.data)
+    if not isinstance(document, dict):
+        return adapter.quarantine("$", f"expected a JSON object, got {type(document).__name__}", source.data)
+    return document
+
+
+def _instance_id(source: SourceFile, declared: Any) -> str | None:  # noqa: ANN401
+    """The declared instance id, else the file's directory or stem when it is a SWE-bench id."""
+    if isinstance(declared, str) and declared:
+        return declared
+    for name in (source.path.parent.name, source.path.stem.removesuffix("_trajectory")):
+        if is_swe_instance(name):
+            return name
+    return None
+
+
+def _text_of(output: Any) -> str | None:  # noqa: ANN401
+    """An output object as step content: its ``message`` when that is all it holds, else its JSON."""
+    if output is None or output == {}:
+        return None
+    if isinstance(output, dict) and set(output) == {"message"} and isinstance(output["message"], str):
+        return output["message"]
+    return json.dumps(output, ensure_ascii=False)
+
+
+class MoatlessTransitions(Adapter):
+    """moatless-tools 2024 transitions log → one trajectory with a step per action and observation."""
+
+    name: ClassVar[str] = "moatless-transitions"
+    rank: ClassVar[int] = 20
+
+    @classmethod
+    def sniff(cls, source: SourceFile) -> bool:
+        if not source.is_json_document():
+            return False
+        head = source.head()
+        if b'"transitions"' not in head + source.data[-65536:]:
+            return False
+        try:
+            document = source.document
+        except ValueError:
+            return b'"initial_message"' in head and b'"transitions"' in head
+        return (
+            isinstance(document, dict)
+            and isinstance(document.get("transitions"), list)
+            and ("initial_message" in document or "info" in document)
+            and all(isinstance(t, dict) and "actions" in t for t in document["transitions"][:5])
+        )
+
+    def hints(self, source: SourceFile) -> dict[str, str]:
+        document = _load(self, source)
+        if isinstance(document, Quarantined):
+            return {}
+        hints = {"harness": HARNESS}
+        model = _transitions_model(document.get("transitions"))
+        if model:
+            hints["model"] = model
+        return hints
+
+    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
+        document = _load(self, source)
+        if isinstance(document, Quarantined):
+            yield document
+            return
+        try:
+            yield self._bundle(source, group, document)
+        except (ValueError, TypeError, AttributeError) as exc:
+            yield self.quarantine("$", str(exc), source.data)
+
+    def _bundle(self, source: SourceFile, group: RunGroup, document: dict[str, Any]) -> Bundle:
+        transitions = document.get("transitions")
+        if not isinstance(transitions, list):
+            raise ValueError(f"'transitions' must be an array, got {type(transitions).__name__}")
+        info = as_dict(document.get("info"), what="'info'")
+        prompt = str_or_none(document.get("initial_message"), what="'initial_message'")
+        instance_id = _instance_id(source, info.get("instance_id"))
+        task_id = resolve_task_id(harness=HARNESS, instance_id=instance_id, prompt=prompt)
+        run = make_run(
+            name=group.run_name,
+            harness=HARNESS,
+            model=_transitions_model(transitions),
+            benchmark=infer_benchmark(None, source.path) if is_swe_instance(instance_id) else None,
+            config={"loop": document.get("name")} if document.get("name") else None,
+        )
+        total_cost = number_or_none(info.get("total_cost"), what="info.total_cost")
+        status = str_or_none(info.get("status"), what="info.status")
+        trajectory = make_trajectory(
+            run=run,
+            task_id=task_id,
+            domain="swe",
+            source_format=f"{self.name}",
+            source_uri=source.uri,
+            source_sha256=source.sha256,
+            exit_status=status,
+            cost_usd=total_cost,
+        )
+        steps: list[dict[str, Any]] = []
+        if prompt is not None:
+            steps.append(
+                make_step(trajectory, 0, role="user", content=prompt, extra={"moatless": "initial_message"})
+            )
+        summary = []
+        costs = []
+        for t_index, transition in enumerate(transitions):
+            if not isinstance(transition, dict):
+                raise ValueError(f"transitions[{t_index}] must be an object, got {type(transition).__name__}")
+            state = as_dict(transition.get("state"), what=f"transitions[{t_index}].state")
+            name = transition.get("name") or state.get("name")
+            actions = as_list(transition.get("actions"), what=f"transitions[{t_index}].actions")
+            timestamp = as_timestamp(transition.get("timestamp"))
+            summary.append(
+                {
+                    "index": t_index,
+                    "name": name,
+                    "actions": len(actions),
+                    "state": state,
+                    **{k: v for k, v in transition.items() if k not in ("name", "state", "actions")},
+                }
+            )
+            for a_index, action in enumerate(actions):
+                where = f"transitions[{t_index}].actions[{a_index}]"
+                if not isinstance(action, dict):
+                    raise ValueError(f"{where} must be an object, got {type(action).__name__}")
+                cost = number_or_none(action.get("completion_cost"), what=f"{where}.completion_cost")
+                if cost is not None:
+                    costs.append(cost)
+                steps.extend(
+                    self._action_steps(trajectory, len(steps), name, t_index, a_index, action, timestamp)
+                )
+        times = [s["timestamp"] for s in steps if s["timestamp"] is not None]
+        tokens = [s["tokens"] for s in steps if s["tokens"] is not None]
+        extra: dict[str, Any] = {
+            "info": {k: v for k, v in info.items() if k not in ("submission", "status", "total_cost")},
+            "transitions": summary,
+        }
+        trajectory.update(
+            n_steps=len(steps),
+            tokens=sum(tokens) if tokens else None,
+            cost_usd=total_cost if total_cost is not None else (sum(costs) if costs else None),
+            started_at=min(times, default=None),
+            ended_at=max(times, default=None),
+        )
+        trajectory["extra"] = json.dumps(extra, ensure_ascii=False, default=str, sort_keys=True)
+
+        bundle = Bundle(locator="$", priority=self.rank)
+        bundle.add("runs", run)
+        bundle.add("trajectories", trajectory)
+        bundle.extend("steps", steps)
+        if prompt:
+            bundle.add(
+                "tasks",
+                make_task(
+                    task_id=task_id,
+                    domain="swe",
+                    instance_id=instance_id,
+                    prompt=prompt,
+                    source_uri=source.uri,
+                ),
+            )
+        submission = str_or_none(info.get("submission"), what="info.submission")
+        if submission is not None:
+            candidate = make_candidate(trajectory, kind="patch", content=submission)
+            bundle.add("candidates", candidate)
+            if instance_id:
+                for label, value in group.label(instance_id).items():
+                    bundle.add(
+                        "outcomes",
+                        make_outcome(
+                            candidate, name=label, value=value, source="harness", evaluator="swe-bench"
+                        ),
+                    )
+        return bundle
+
+    def _action_steps(
+        self,
+        trajectory: dict[str, Any],
+        start: int,
+        state_name: Any,  # noqa: ANN401
+        t_index: int,
+        a_index: int,
+        action: dict[str, Any],
+        timestamp: Any,  # noqa: ANN401
+    ) -> list[dict[str, Any]]:
+        where = f"transitions[{t_index}].actions[{a_index}]"
+        request = action.get("action")
+        if not isinstance(request, dict):
+            raise ValueError(f"{where}.action must be an object, got {type(request).__name__}")
+        scratch = request.get("scratch_pad")
+        arguments = {k: v for k, v in request.items() if k != "scratch_pad" or not isinstance(scratch, str)}
+        output_tokens = number_or_none(action.get("output_tokens"), what=f"{where}.output_tokens")
+        meta = {"transition": state_name, "transition_index": t_index, "action_index": a_index}
+        extra = {
+            **meta,
+            **{k: action[k] for k in ("input_tokens", "completion_cost") if action.get(k) is not None},
+        }
+        rows = [
+            make_step(
+                trajectory,
+                start,
+                role="assistant",
+                content=None,
+                reasoning=scratch if isinstance(scratch, str) and scratch else None,
+                tool_calls=[
+                    {
+                        "id": None,
+                        "name": str(state_name) if state_name else None,
+                        "arguments": json.dumps(arguments, ensure_ascii=False),
+                    }
+                ],
+                tokens=int(output_tokens) if output_tokens is not None else None,
+                timestamp=timestamp,
+                extra=extra,
+            )
+        ]
+        retry = str_or_none(action.get("retry_message"), what=f"{where}.retry_message")
+        output = action.get("output")
+        if retry is not None:
+            rows.append(
+                make_step(
+                    trajectory,
+                    start + 1,
+                    role="tool",
+                    content=retry,
+                    is_error=True,
+                    timestamp=timestamp,
+                    extra={**meta, "output": output} if output else meta,
+                )
+            )
+        elif _text_of(output) is not None:
+            rows.append(
+                make_step(
+                    trajectory,
+                    start + 1,
+                    role="tool",
+                    content=_text_of(output),
+                    is_error=False,
+                    timestamp=timestamp,
+                    extra=meta,
+                )
+            )
+        leftovers = {
+            k: v
+            for k, v in action.items()
+            if k
+            not in ("action", "output", "retry_message", "input_tokens", "output_tokens", "completion_cost")
+        }
+        if leftovers:
+            rows[0]["extra"] = json.dumps(
+                {**extra, **leftovers}, ensure_ascii=False, default=str, sort_keys=True
+            )
+        return rows
+
+
+def _transitions_model(transitions: Any) -> str | None:  # noqa: ANN401
+    """The model most of the acting states used (the final ``Finished`` state often names another)."""
+    if not isinstance(transitions, list):
+        return None
+    models = Counter(
+        t["state"]["model"]
+        for t in transitions
+        if isinstance(t, dict)
+        and t.get("actions")
+        and isinstance(t.get("state"), dict)
+        and isinstance(t["state"].get("model"), str)
+    )
+    return models.most_common(1)[0][0] if models else None
+
+
+class MoatlessSearchTree(Adapter):
+    """moatless-tools search tree → one trajectory per explored branch, finished branches as candidates."""
+
+    name: ClassVar[str] = "moatless-tree"
+    rank: ClassVar[int] = 20
+
+    @classmethod
+    def sniff(cls, source: SourceFile) -> bool:
+        if not source.is_json_document():
+            return False
+        head = source.head()
+        # ``dump_as_list`` writes ``parent_id`` last in every node, so a long agent config before the
+        # nodes does not hide the format from a look at both ends.
+        if b'"node_id"' not in head and b'"parent_id"' not in source.data[-4096:]:
+            return False
+        try:
+            document = source.document
+        except ValueError:
+            return (b'"nodes"' in head or b'"root"' in head) and (
+                b'"parent_id"' in head or b'"children"' in head
+            )
+        if not isinstance(document, dict):
+            return False
+        nodes = document.get("nodes")
+        if isinstance(nodes, list) and nodes:
+            return all(isinstance(n, dict) and "node_id" in n for n in nodes[:5])
+        root = document.get("root")
+        return isinstance(root, dict) and "node_id" in root
+
+    def hints(self, source: SourceFile) -> dict[str, str]:
+        document = _load(self, source)
+        if isinstance(document, Quarantined):
+            return {}
+        hints = {"harness": HARNESS}
+        model = _tree_model(document)
+        if model:
+            hints["model"] = model
+        return hints
+
+    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
+        document = _load(self, source)
+        if isinstance(document, Quarantined):
+            yield document
+            return
+        try:
+            tree = _Tree(document)
+        except (ValueError, TypeError, AttributeError) as exc:
+            yield self.quarantine("$", str(exc), source.data)
+            return
+        metadata = document.get("metadata") if isinstance(document.get("metadata"), dict) else {}
+        instance_id = _instance_id(source, metadata.get("instance_id"))
+        root_message = tree.message(tree.root)
+        match = _TASK.match(root_message or "")
+        prompt = match.group(1) if match else root_message
+        try:
+            task_id = resolve_task_id(harness=HARNESS, instance_id=instance_id, prompt=prompt)
+        except ValueError as exc:
+            yield self.quarantine("$", str(exc), source.data)
+            return
+        agent = document.get("agent") if isinstance(document.get("agent"), dict) else {}
+        run = make_run(
+            name=group.run_name,
+            harness=HARNESS,
+            model=_tree_model(document),
+            benchmark=infer_benchmark(None, source.path) if is_swe_instance(instance_id) else None,
+            config={k: v for k, v in document.items() if k not in ("nodes", "root", "metadata")},
+        )
+        try:
+            branches = tree.branches()
+            finished = [leaf for leaf in branches if tree.is_finished(leaf)]
+        except (ValueError, TypeError, AttributeError) as exc:
+            yield self.quarantine("$", str(exc), source.data)
+            return
+        if len(finished) == 1:
+            primary = finished[0]
+        elif not finished and branches:
+            primary = max(branches, key=lambda n: n["node_id"])
+        else:
+            primary = None
+        others = [leaf for leaf in branches if leaf is not primary]
+        numbered = ([(primary, 0)] if primary is not None else []) + [
+            (leaf, i + 1) for i, leaf in enumerate(others)
+        ]
+        context = {
+            "source": source,
+            "group": group,
+            "run": run,
+            "task_id": task_id,
+            "instance_id": instance_id,
+            "prompt": prompt,
+            "system_prompt": agent.get("system_prompt"),
+            "metadata": metadata,
+            "n_branches": len(branches),
+            "n_finished": len(finished),
+        }
+        for leaf, attempt in numbered:
+            locator = f"$.nodes[node_id={leaf['node_id']}]"
+            try:
+                yield self._bundle(
+                    context, tree, leaf, attempt=attempt, primary=leaf is primary, locator=locator
+                )
+            except (ValueError, TypeError, AttributeError) as exc:
+                yield self.quarantine(locator, str(exc), raw_json(leaf))
+
+    def _bundle(
+        self,
+        context: dict[str, Any],
+        tree: _Tree,
+        leaf: dict[str, Any],
+        *,
+        attempt: int,
+        primary: bool,
+        locator: str,
+    ) -> Bundle:
+        source: SourceFile = context["source"]
+        path = tree.path_to(leaf)
+        finished = tree.is_finished(leaf)
+        patch = tree.patch(leaf)
+        extra: dict[str, Any] = {
+            "metadata": context["metadata"],
+            "branch_node_ids": [n["node_id"] for n in path],
+            "leaf_node_id": leaf["node_id"],
+            "finished": finished,
+            "branches": context["n_branches"],
+            "finished_branches": context["n_finished"],
+            "primary": primary,
+        }
+        if not finished and patch:
+            extra["final_patch"] = patch
+        trajectory = make_trajectory(
+            run=context["run"],
+            task_id=context["task_id"],
+            domain="swe",
+            source_format=self.name,
+            source_uri=source.uri,
+            source_sha256=source.sha256,
+            attempt=attempt,
+            exit_status=tree.exit_status(leaf),
+            extra=extra,
+        )
+        steps = tree.rows(trajectory, path, context["system_prompt"])
+        times = [s["timestamp"] for s in steps if s["timestamp"] is not None]
+        tokens = [s["tokens"] for s in steps if s["tokens"] is not None]
+        costs = [c for n in path for c in tree.costs(n)]
+        trajectory.update(
+            n_steps=len(steps),
+            tokens=sum(tokens) if tokens else None,
+            cost_usd=sum(costs) if costs else None,
+            started_at=min(times, default=None),
+            ended_at=max(times, default=None),
+        )
+        bundle = Bundle(locator=locator, priority=self.rank)
+        bundle.add("runs", context["run"])
+        bundle.add("trajectories", trajectory)
+        bundle.extend("steps", steps)
+        if context["prompt"]:
+            bundle.add(
+                "tasks",
+                make_task(
+                    task_id=context["task_id"],
+                    domain="swe",
+                    instance_id=context["instance_id"],
+                    prompt=context["prompt"],
+                    source_uri=source.uri,
+                ),
+            )
+        if finished:
+            candidate = make_candidate(trajectory, kind="patch", content=patch or "")
+            bundle.add("candidates", candidate)
+            if primary and context["instance_id"]:
+                for label, value in context["group"].label(context["instance_id"]).items():
+                    bundle.add(
+                        "outcomes",
+                        make_outcome(
+                            candidate, name=label, value=value, source="harness", evaluator="swe-bench"
+                        ),
+                    )
+            reward = leaf.get("reward")
+            if isinstance(reward, dict) and reward.get("value") is not None:
+                value = number_or_none(reward.get("value"), what=f"node {leaf['node_id']} reward.value")
+                bundle.add(
+                    "outcomes",
+                    make_outcome(
+                        candidate,
+                        name="judge_score",
+                        value=value,
+                        source="judge",
+                        evaluator="moatless-value-function",
+                    ),
+                )
+        return bundle
+
+
+def _tree_model(document: dict[str, Any]) -> str | None:
+    agent = document.get("agent") if isinstance(document.get("agent"), dict) else {}
+    completion = agent.get("completion") if isinstance(agent.get("completion"), dict) else {}
+    model = completion.get("model")
+    return model if isinstance(model, str) and model else None
+
+
+def _action_name(action: dict[str, Any]) -> str | None:
+    """``moatless.actions.finish.FinishArgs`` → ``Finish`` (the name moatless gives the action)."""
+    cls = action.get("action_args_class")
+    if isinstance(cls, str) and cls:
+        return cls.rsplit(".", 1)[-1].removesuffix("Args")
+    name = action.get("name")
+    return name if isinstance(name, str) else None
+
+
+class _Tree:
+    """The nodes of a search tree (flat ``nodes`` with ``parent_id``, or a nested ``root``), by id."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        if isinstance(document.get("nodes"), list):
+            nodes = document["nodes"]
+            for index, node in enumerate(nodes):
+                if not isinstance(node, dict):
+                    raise ValueError(f"nodes[{index}] must be an object, got {type(node).__name__}")
+        elif isinstance(document.get("root"), dict):
+            nodes = []
+            self._flatten(document["root"], None, nodes)
+        else:
+            raise ValueError("expected 'nodes' (an array) or 'root' (an object)")
+        self.by_id: dict[int, dict[str, Any]] = {}
+        for index, node in enumerate(nodes):
+            node_id = node.get("node_id")
+            if not isinstance(node_id, int) or isinstance(node_id, bool):
+                raise ValueError(f"nodes[{index}].node_id must be an integer, got {node_id!r}")
+            if node_id in self.by_id:
+                raise ValueError(f"node_id {node_id} appears twice")
+            self.by_id[node_id] = node
+        self.children: dict[int, list[int]] = {i: [] for i in self.by_id}
+        roots = []
+        for node_id, node in self.by_id.items():
+            parent = node.get("parent_id")
+            if parent is None:
+                roots.append(node)
+            elif parent not in self.by_id:
+                raise ValueError(f"node {node_id} has parent_id {parent!r}, which is not a node of the tree")
+            else:
+                self.children[parent].append(node_id)
+        if len(roots) != 1:
+            raise ValueError(f"expected exactly one root node (parent_id null), found {len(roots)}")
+        self.root = roots[0]
+
+    def _flatten(self, node: dict[str, Any], parent_id: int | None, out: list[dict[str, Any]]) -> None:
+        children = as_list(node.get("children"), what=f"node {node.get('node_id')!r} children")
+        out.append({**{k: v for k, v in node.items() if k != "children"}, "parent_id": parent_id})
+        for child in children:
+            if not isinstance(child, dict):
+                raise ValueError(f"a child of node {node.get('node_id')!r} must be an object")
+            self._flatten(child, node.get("node_id"), out)
+
+    def branches(self) -> list[dict[str, Any]]:
+        """Leaves and finished nodes (a finished node ends its branch even if it was expanded), by id."""
+        ends = [
+            n
+            for i, n in self.by_id.items()
+            if (not self.children[i] and n is not self.root) or (n is not self.root and self.is_finished(n))
+        ]
+        return sorted(ends, key=lambda n: n["node_id"])
+
+    def path_to(self, node: dict[str, Any]) -> list[dict[str, Any]]:
+        path = [node]
+        seen = {node["node_id"]}
+        while path[-1].get("parent_id") is not None:
+            parent = self.by_id[path[-1]["parent_id"]]
+            if parent["node_id"] in seen:
+                raise ValueError(f"the tree has a cycle through node {parent['node_id']}")
+            seen.add(parent["node_id"])
+            path.append(parent)
+        return path[::-1]
+
+    @staticmethod
+    def message(node: dict[str, Any]) -> str | None:
+        value = node.get("user_message", node.get("message"))
+        return value if isinstance(value, str) else None
+
+    @staticmethod
+    def action_steps(node: dict[str, Any]) -> list[dict[str, Any]]:
+        """The node's actions: the new layout's ``action_steps``, or the legacy ``action``/``observation``."""
+        steps = node.get("action_steps")
+        if steps is not None:
+            out = as_list(steps, what=f"node {node['node_id']} action_steps")
+            for step in out:
+                if not isinstance(step, dict) or not isinstance(step.get("action"), dict):
+                    raise ValueError(
+                        f"node {node['node_id']}: an action step must be an object with an 'action'"
+                    )
+            return out
+        action = node.get("action")
+        if action is None:
+            return []
+        if not isinstance(action, dict):
+            raise ValueError(f"node {node['node_id']} action must be an object, got {type(action).__name__}")
+        completions = as_dict(node.get("completions"), what=f"node {node['node_id']} completions")
+        observation = node.get("observation", node.get("output"))
+        return [{"action": action, "observation": observation, "completion": completions.get("build_action")}]
+
+    def is_finished(self, node: dict[str, Any]) -> bool:
+        steps = self.action_steps(node)
+        return bool(steps) and _action_name(steps[-1]["action"]) == "Finish"
+
+    def exit_status(self, node: dict[str, Any]) -> str:
+        if node.get("error"):
+            return "error"
+        steps = self.action_steps(node)
+        name = _action_name(steps[-1]["action"]) if steps else None
+        if name == "Finish":
+            return "finished"
+        if name == "Reject":
+            return "rejected"
+        observation = steps[-1].get("observation") if steps else None
+        terminal = node.get("terminal") or (isinstance(observation, dict) and observation.get("terminal"))
+        return "terminal" if terminal else "unfinished"
+
+    @staticmethod
+    def patch(node: dict[str, Any]) -> str | None:
+        """The node's change set: the per-file patches of its file context, joined in file order."""
+        context = as_dict(node.get("file_context"), what=f"node {node['node_id']} file_context")
+        files = as_list(context.get("files"), what=f"node {node['node_id']} file_context.files")
+        patches = []
+        for entry in files:
+            if isinstance(entry, dict) and isinstance(entry.get("patch"), str) and entry["patch"].strip():
+                patches.append(entry["patch"] if entry["patch"].endswith("\n") else entry["patch"] + "\n")
+        return "".join(patches) or None
+
+    def costs(self, node: dict[str, Any]) -> list[float]:
+        out = []
+        for completion in self._completions(node):
+            usage = completion.get("usage") if isinstance(completion.get("usage"), dict) else {}
+            cost = number_or_none(
+                usage.get("completion_cost"), what=f"node {node['node_id']} completion_cost"
+            )
+            if cost is not None:
+                out.append(cost)
+        return out
+
+    def _completions(self, node: dict[str, Any]) -> list[dict[str, Any]]:
+        completions = as_dict(node.get("completions"), what=f"node {node['node_id']} completions")
+        out = [c for c in completions.values() if isinstance(c, dict)]
+        if node.get("action_steps") is not None:
+            out += [s["completion"] for s in self.action_steps(node) if isinstance(s.get("completion"), dict)]
+        return out
+
+    def rows(
+        self,
+        trajectory: dict[str, Any],
+        path: list[dict[str, Any]],
+        system_prompt: Any,  # noqa: ANN401 - validated here
+    ) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        if isinstance(system_prompt, str) and system_prompt:
+            rows.append(
+                make_step(
+                    trajectory,
+                    0,
+                    role="system",
+                    content=system_prompt,
+                    extra={"moatless": "agent.system_prompt"},
+                )
+            )
+        previous_context = None
+        for node in path:
+            node_id = node["node_id"]
+            timestamp = as_timestamp(node.get("timestamp"))
+            message = self.message(node)
+            if message:
+                rows.append(
+                    make_step(
+                        trajectory,
+                        len(rows),
+                        role="user",
+                        content=message,
+                        timestamp=timestamp,
+                        extra={"node_id": node_id},
+                    )
+                )
+            feedback = node.get("feedback")
+            if isinstance(feedback, str) and feedback:
+                rows.append(
+                    make_step(
+                        trajectory,
+                        len(rows),
+                        role="user",
+                        content=feedback,
+                        timestamp=timestamp,
+                        extra={"node_id": node_id, "moatless": "feedback"},
+                    )
+                )
+            steps = self.action_steps(node)
+            if not steps:
+                continue
+            calls, observations, usage = [], [], []
+            for step in steps:
+                action = step["action"]
+                name = _action_name(action)
+                completion = step.get("completion") if isinstance(step.get("completion"), dict) else None
+                arguments = {k: v for k, v in action.items() if k not in ("scratch_pad", "action_args_class")}
+                call_id, call_name = _tool_use(completion, name)
+                calls.append(
+                    {
+                        "id": call_id,
+                        "name": call_name or name,
+                        "arguments": json.dumps(arguments, ensure_ascii=False),
+                    }
+                )
+                observations.append(step.get("observation"))
+                if completion is not None:
+                    usage.append(completion)
+            scratch = [
+                s["action"].get("scratch_pad")
+                for s in steps
+                if isinstance(s["action"].get("scratch_pad"), str)
+            ]
+            thoughts = node.get("thoughts")
+            reasoning = thoughts.get("text") if isinstance(thoughts, dict) else None
+            reasoning = reasoning or "\n\n".join(p for p in scratch if p) or None
+            out_tokens = [
+                c["usage"].get("completion_tokens") for c in usage if isinstance(c.get("usage"), dict)
+            ]
+            out_tokens = [t for t in out_tokens if isinstance(t, int) and not isinstance(t, bool)]
+            extra = self._node_extra(node, steps, usage)
+            context = node.get("file_context")
+            if context is not None and context != previous_context:
+                extra["file_context"] = context
+            previous_context = context
+            rows.append(
+                make_step(
+                    trajectory,
+                    len(rows),
+                    role="assistant",
+                    content=node.get("assistant_message")
+                    if isinstance(node.get("assistant_message"), str)
+                    else None,
+                    reasoning=reasoning,
+                    tool_calls=calls,
+                    tokens=sum(out_tokens) if out_tokens else None,
+                    timestamp=timestamp,
+                    extra=extra,
+                )
+            )
+            for call, observation in zip(calls, observations, strict=True):
+                if observation is None:
+                    continue
+                if not isinstance(observation, dict):
+                    raise ValueError(f"node {node_id}: an observation must be an object")
+                properties = (
+                    observation.get("properties") if isinstance(observation.get("properties"), dict) else {}
+                )
+                is_error = bool(observation.get("expect_correction")) or bool(properties.get("fail_reason"))
+                rows.append(
+                    make_step(
+                        trajectory,
+                        len(rows),
+                        role="tool",
+                        content=str_or_none(
+                            observation.get("message"), what=f"node {node_id} observation.message"
+                        ),
+                        tool_call_id=call["id"],
+                        is_error=is_error,
+                        timestamp=timestamp,
+                        extra={
+                            "node_id": node_id,
+                            **{k: v for k, v in observation.items() if k != "message"},
+                        },
+                    )
+                )
+        return rows
+
+    @staticmethod
+    def _node_extra(
+        node: dict[str, Any], steps: list[dict[str, Any]], usage: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        skip = {
+            "node_id",
+            "parent_id",
+            "action",
+            "observation",
+            "output",
+            "action_steps",
+            "completions",
+            "file_context",
+            "message",
+            "user_message",
+            "assistant_message",
+            "thoughts",
+            "feedback",
+            "timestamp",
+            "children",
+        }
+        extra: dict[str, Any] = {
+            "node_id": node["node_id"],
+            **{k: v for k, v in node.items() if k not in skip},
+        }
+        extra["completions"] = {
+            key: {k: v for k, v in c.items() if k not in ("input", "response")}
+            | {"input_messages": len(c["input"]) if isinstance(c.get("input"), list) else None}
+            | _response_summary(c.get("response"))
+            for key, c in (node.get("completions") or {}).items()
+            if isinstance(c, dict)
+        }
+        if node.get("action_steps") is not None:
+            extra["action_completions"] = [
+                {k: v for k, v in c.items() if k not in ("input", "response")}
+                | _response_summary(c.get("response"))
+                for c in usage
+            ]
+        output = node.get("output")
+        if output is not None and output != node.get("observation") and node.get("action_steps") is None:
+            extra["output"] = output
+        return extra
+
+
+def _response_summary(response: Any) -> dict[str, Any]:  # noqa: ANN401
+    if not isinstance(response, dict):
+        return {}
+    return {"response_" + k: response[k] for k in ("id", "stop_reason", "model") if k in response}
+
+
+def _tool_use(completion: dict[str, Any] | None, name: str | None) -> tuple[str | None, str | None]:
+    """The id and name the model gave its tool call, read from the completion response (Anthropic or OpenAI
+    shape): the call named like the action, else the response's only call."""
+    response = completion.get("response") if completion else None
+    if not isinstance(response, dict):
+        return None, None
+    calls: list[tuple[Any, Any]] = []
+    content = response.get("content")
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, dict) and block.get("type") == "tool_use":
+            calls.append((block.get("id"), block.get("name")))
+    choices = response.get("choices")
+    for choice in choices if isinstance(choices, list) else []:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        tool_calls = message.get("tool_calls") if isinstance(message, dict) else None
+        for call in tool_calls if isinstance(tool_calls, list) else []:
+            if isinstance(call, dict):
+                function = call.get("function") if isinstance(call.get("function"), dict) else {}
+                calls.append((call.get("id"), function.get("name")))
+    calls = [(i if isinstance(i, str) else None, n if isinstance(n, str) else None) for i, n in calls]
+    named = [c for c in calls if c[1] == name]
+    if named:
+        return named[0]
+    return calls[0] if len(calls) == 1 else (None, None)

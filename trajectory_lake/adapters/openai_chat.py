@@ -1,0 +1,607 @@
+"""OpenAI chat-completions request/response logs, as recording proxies and LLM wrappers write them.
+
+One record per model call, in a file holding one record, a JSON array of records, or JSONL. The
+documented record shapes read here:
+
+* OpenHands' completion log (``openhands/llm/llm.py``, ``log_completions``; one file per call under
+  ``log_completions_folder``): ``{messages, response, args, kwargs: {tools, ...}, timestamp, cost}``, plus
+  ``fncall_messages`` / ``fncall_response`` when function calling was emulated (those, the structured
+  form, are the ones read);
+* LiteLLM's ``StandardLoggingPayload`` (``docs/proxy/logging_spec.md``; what its proxy loggers and
+  bucket loggers write per call): ``{id, call_type, model, messages, response, model_parameters,
+  response_cost, prompt_tokens, completion_tokens, total_tokens, startTime, endTime, status, error_str,
+  metadata, ...}``;
+* a plain ``{request: {model, messages, tools, ...}, response: {...}}`` pair.
+
+``messages`` are the request's chat messages (``role``, ``content`` as text or parts, ``tool_calls``,
+``tool_call_id``, ``reasoning_content``); ``response`` is a chat completion (``choices[0].message``,
+``usage``, ``model``, ``id``, ``created``).
+
+Conversations: an agent re-sends the whole conversation on every call, so the calls whose request
+messages extend an earlier call's messages are one trajectory, and its steps are the messages of its
+longest call plus that call's response. A conversation is identified by its opening — the messages up
+to and including the first assistant message (the first call's response) — and by an explicit session
+id when the record has one (``session_id``, ``litellm_session_id``, ``metadata.session_id``, ...). Ids
+are derived from that identity, so calls of one conversation written to different files (one file per
+call is the common layout) land in the same trajectory: each file contributes the steps it knows, and
+the step a call *produced* (its response, with its usage, cost and time) outranks the same message
+re-sent in a later request. The trajectory row of the longest call wins; its ``tokens`` / ``cost_usd`` /
+``started_at`` are set only when that file holds every call of the conversation (the per-call numbers
+are always on the produced steps). Two trials whose conversations agree up to the first assistant reply
+and diverge later cannot be told apart without a session id.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, ClassVar
+
+from trajectory_lake._hashing import canonical_json, content_sha256
+from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile
+from trajectory_lake.records import (
+    Bundle,
+    Quarantined,
+    as_timestamp,
+    make_candidate,
+    make_run,
+    make_step,
+    make_task,
+    make_trajectory,
+    normalise_tool_calls,
+    task_id_for,
+)
+
+__all__ = ["OpenAIChatLog"]
+
+FORMAT = "openai-chat"
+# A produced step (the response of the call that made it) beats the same message re-sent later.
+_PRODUCED_PRIORITY = 1 << 30
+_MESSAGE_KEYS = frozenset(
+    {
+        "role",
+        "content",
+        "tool_calls",
+        "tool_call_id",
+        "reasoning_content",
+        "reasoning",
+        "thinking_blocks",
+        "function_call",
+    }
+)
+_RECORD_KEYS = frozenset(
+    {
+        "messages",
+        "response",
+        "fncall_messages",
+        "fncall_response",
+        "request",
+        "cost",
+        "response_cost",
+        "spend",
+        "timestamp",
+        "startTime",
+        "endTime",
+        "start_time",
+        "end_time",
+        "model",
+    }
+)
+_SESSION_KEYS = ("session_id", "litellm_session_id", "conversation_id", "thread_id")
+_SWE_TOOL = re.compile(
+    r"bash|shell|terminal|str_replace|editor|edit_file|execute_command|run_command|apply_patch", re.I
+)
+
+
+@dataclass
+class _Call:
+    """One model call, normalised."""
+
+    locator: str
+    messages: list[dict[str, Any]]
+    response: dict[str, Any] | None  # the assistant message
+    completion: dict[str, Any]  # the whole chat completion (without choices' messages)
+    model: str | None
+    usage: dict[str, Any] | None
+    cost: float | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    tools: list[Any] | None
+    params: dict[str, Any]
+    session_id: str | None
+    error: str | None
+    harness: str | None
+    leftovers: dict[str, Any] = field(default_factory=dict)
+    source_name: str = ""
+    norm: list[str] = field(default_factory=list)
+
+    @property
+    def norm_response(self) -> str | None:
+        return _norm(self.response) if self.response is not None else None
+
+    def key(self) -> str:
+        """The conversation identity: session id + the opening through the first assistant message."""
+        first = next((i for i, m in enumerate(self.messages) if m.get("role") == "assistant"), None)
+        if first is not None:
+            opening = self.norm[: first + 1]
+        elif self.norm_response is not None:
+            opening = [*self.norm, self.norm_response]
+        else:
+            opening = [*self.norm, "<no response>"]
+        return content_sha256(canonical_json([self.session_id, opening]))
+
+
+def _float_or_none(value: Any) -> float | None:  # noqa: ANN401
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _int_or_none(value: Any) -> int | None:  # noqa: ANN401
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _dict(value: Any) -> dict[str, Any]:  # noqa: ANN401
+    return value if isinstance(value, dict) else {}
+
+
+def _content_text(content: Any) -> tuple[str, Any]:  # noqa: ANN401
+    """``(text, non-text parts)`` of a message content (a string or a list of parts)."""
+    if content is None:
+        return "", None
+    if isinstance(content, str):
+        return content, None
+    if isinstance(content, list):
+        texts, others = [], []
+        for part in content:
+            if (
+                isinstance(part, dict)
+                and part.get("type", "text") == "text"
+                and isinstance(part.get("text"), str)
+            ):
+                texts.append(part["text"])
+            elif isinstance(part, str):
+                texts.append(part)
+            else:
+                others.append(
+                    {k: v for k, v in part.items() if k != "cache_control"}
+                    if isinstance(part, dict)
+                    else part
+                )
+        return "\n".join(texts), others or None
+    return canonical_json(content), None
+
+
+def _canonical_arguments(arguments: str | None) -> Any:  # noqa: ANN401
+    if arguments is None:
+        return None
+    try:
+        return json.loads(arguments)
+    except (json.JSONDecodeError, TypeError):
+        return arguments
+
+
+def _tool_calls(message: Mapping[str, Any]) -> list[dict[str, str | None]] | None:
+    calls = normalise_tool_calls(message.get("tool_calls"))
+    legacy = message.get("function_call")
+    if calls is None and isinstance(legacy, dict):
+        calls = normalise_tool_calls([legacy])
+    return calls
+
+
+def _norm(message: Mapping[str, Any]) -> str:
+    """A comparable form of a message: role, text, tool calls, tool call id (transport hints ignored)."""
+    text, others = _content_text(message.get("content"))
+    calls = [(c["id"], c["name"], _canonical_arguments(c["arguments"])) for c in _tool_calls(message) or []]
+    return canonical_json([message.get("role"), text.strip(), others, calls, message.get("tool_call_id")])
+
+
+def _reasoning(message: Mapping[str, Any]) -> str | None:
+    for key in ("reasoning_content", "reasoning"):
+        if isinstance(message.get(key), str) and message[key].strip():
+            return message[key]
+    blocks = message.get("thinking_blocks")
+    if isinstance(blocks, list):
+        text = "\n\n".join(
+            b["thinking"] for b in blocks if isinstance(b, dict) and isinstance(b.get("thinking"), str)
+        )
+        return text or None
+    return None
+
+
+def _first_str(*values: Any) -> str | None:  # noqa: ANN401
+    return next((v for v in values if isinstance(v, str) and v), None)
+
+
+def _validate_messages(messages: Any, what: str) -> list[dict[str, Any]]:  # noqa: ANN401
+    if not isinstance(messages, list):
+        raise ValueError(f"'{what}' must be a list of chat messages, got {type(messages).__name__}")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise ValueError(f"{what}[{index}] must be an object, got {type(message).__name__}")
+        if not isinstance(message.get("role"), str) or not message["role"]:
+            raise ValueError(f"{what}[{index}].role must be a non-empty string, got {message.get('role')!r}")
+        _tool_calls(message)  # raises on malformed tool calls
+    return messages
+
+
+def _completion_of(record: Mapping[str, Any]) -> Any:  # noqa: ANN401
+    response = record.get("fncall_response", record.get("response"))
+    if isinstance(response, dict) and isinstance(response.get("body"), dict) and "choices" not in response:
+        return response["body"]  # OpenAI batch output lines
+    return response
+
+
+def _parse_call(record: Any, locator: str) -> _Call:  # noqa: ANN401
+    if not isinstance(record, dict):
+        raise ValueError(f"a call record must be an object, got {type(record).__name__}")
+    request = _dict(record.get("request"))
+    kwargs = _dict(record.get("kwargs"))
+    call_type = record.get("call_type")
+    if isinstance(call_type, str) and "completion" not in call_type:
+        raise ValueError(f"not a chat-completions call (call_type={call_type!r})")
+    if "fncall_messages" in record:
+        messages = _validate_messages(record["fncall_messages"], "fncall_messages")
+    elif "messages" in record:
+        messages = _validate_messages(record["messages"], "messages")
+    else:
+        messages = _validate_messages(request.get("messages"), "request.messages")
+    completion = _completion_of(record)
+    response_message: dict[str, Any] | None = None
+    finished: dict[str, Any] = {}
+    if isinstance(completion, dict) and completion:
+        choices = completion.get("choices")
+        if not isinstance(choices, list):
+            raise ValueError(f"response.choices must be a list, got {type(choices).__name__}")
+        if choices:
+            choice = choices[0]
+            if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
+                raise ValueError("response.choices[0].message must be an object")
+            response_message = {"role": "assistant", **choice["message"]}
+            _tool_calls(response_message)
+            finished = {"finish_reason": choice.get("finish_reason"), "n_choices": len(choices)}
+        completion = {k: v for k, v in completion.items() if k != "choices"} | finished
+    elif isinstance(completion, str) and completion:
+        response_message = {"role": "assistant", "content": completion}
+        completion = {}
+    else:
+        completion = {}
+    metadata = _dict(record.get("metadata"))
+    requester = _dict(metadata.get("requester_metadata"))
+    session_id = _first_str(
+        *(record.get(k) for k in _SESSION_KEYS),
+        *(metadata.get(k) for k in _SESSION_KEYS),
+        *(requester.get(k) for k in _SESSION_KEYS),
+    )
+    usage = completion.get("usage") if isinstance(completion.get("usage"), dict) else None
+    if usage is None and any(isinstance(record.get(k), int) for k in ("prompt_tokens", "completion_tokens")):
+        usage = {k: record.get(k) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+    error = _first_str(
+        record.get("error_str"), record.get("error") if isinstance(record.get("error"), str) else None
+    )
+    if error is None and record.get("status") == "failure":
+        error = "failure"
+    if error is None and response_message is None:
+        error = "no response recorded"
+    params = {
+        k: v
+        for k, v in {**_dict(record.get("model_parameters")), **request, **kwargs}.items()
+        if k not in ("messages", "tools")
+    }
+    tools = next(
+        (
+            t
+            for t in (
+                kwargs.get("tools"),
+                _dict(record.get("model_parameters")).get("tools"),
+                request.get("tools"),
+            )
+            if isinstance(t, list)
+        ),
+        None,
+    )
+    is_openhands_log = isinstance(record.get("kwargs"), dict) and isinstance(record.get("args"), list)
+    try:
+        started = as_timestamp(
+            record.get("startTime") or record.get("start_time") or completion.get("created")
+        )
+        ended = as_timestamp(record.get("endTime") or record.get("end_time") or record.get("timestamp"))
+    except ValueError as exc:
+        raise ValueError(f"bad call time: {exc}") from None
+    call = _Call(
+        locator=locator,
+        messages=messages,
+        response=response_message,
+        completion=completion,
+        model=_first_str(
+            record.get("model"), request.get("model"), kwargs.get("model"), completion.get("model")
+        ),
+        usage=usage,
+        cost=_float_or_none(
+            next((record[k] for k in ("cost", "response_cost", "spend") if k in record), None)
+        ),
+        started_at=started,
+        ended_at=ended or started,
+        tools=tools,
+        params=params,
+        session_id=session_id,
+        error=error,
+        harness="openhands" if is_openhands_log else None,
+        leftovers={k: v for k, v in record.items() if k not in _RECORD_KEYS and k not in ("args", "kwargs")}
+        | ({"args": record["args"]} if record.get("args") else {}),
+    )
+    if "fncall_messages" in record:
+        call.leftovers["mock_function_calling"] = True
+        plain = _completion_of({"response": record.get("response")})
+        if isinstance(plain, dict) and isinstance(plain.get("choices"), list) and plain["choices"]:
+            call.leftovers["plain_response_content"] = _dict(_dict(plain["choices"][0]).get("message")).get(
+                "content"
+            )
+    call.norm = [_norm(m) for m in messages]
+    return call
+
+
+def _first_lines(data: bytes, limit: int) -> list[Any]:
+    """Up to ``limit`` non-blank JSONL lines, parsed whole (``None`` for a line that does not parse)."""
+    out: list[Any] = []
+    start = 0
+    while len(out) < limit and start < len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        line, start = data[start:end], end + 1
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                out.append(None)
+    return out
+
+
+def _looks_like_call(record: Any) -> bool:  # noqa: ANN401
+    if not isinstance(record, dict):
+        return False
+    messages = record.get("messages", _dict(record.get("request")).get("messages"))
+    if not isinstance(messages, list):
+        return False
+    response = _completion_of(record)
+    if isinstance(response, dict) and "choices" in response:
+        return True
+    return "call_type" in record or "response_cost" in record  # a LiteLLM payload (maybe a failed call)
+
+
+class OpenAIChatLog(Adapter):
+    """Chat-completions call logs → one trajectory per conversation (see the module docstring)."""
+
+    name: ClassVar[str] = FORMAT
+    rank: ClassVar[int] = 10
+
+    @classmethod
+    def sniff(cls, source: SourceFile) -> bool:
+        if b'"messages"' not in source.head():
+            return False
+        if source.is_json_document():
+            try:
+                document = source.document
+            except ValueError:
+                return False
+            sample = document[:5] if isinstance(document, list) else [document]
+        else:
+            sample = [r for r in _first_lines(source.data, 5) if r is not None]
+        # Call-shaped records, at least one of them a whole call: a damaged record is the read's to
+        # quarantine, not a reason to disown the file.
+        return any(_looks_like_call(r) for r in sample) and all(
+            isinstance(r, dict) and any(k in r for k in ("messages", "fncall_messages", "request"))
+            for r in sample
+        )
+
+    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
+        calls: list[tuple[_Call, bytes]] = []
+        for locator, raw, record in self._records(source):
+            if isinstance(record, Quarantined):
+                yield record
+                continue
+            try:
+                call = _parse_call(record, locator)
+                call.source_name = source.path.name
+                calls.append((call, raw))
+            except (ValueError, TypeError, AttributeError) as exc:
+                yield self.quarantine(locator, str(exc), raw)
+        conversations: dict[str, list[_Call]] = {}
+        for call, _ in calls:
+            conversations.setdefault(call.key(), []).append(call)
+        for key, members in conversations.items():
+            leaf = max(
+                members,
+                key=lambda c: (
+                    len(c.messages),
+                    c.response is not None,
+                    c.ended_at.timestamp() if c.ended_at else 0.0,
+                ),
+            )
+            raw = next(r for c, r in calls if c is leaf)
+            try:
+                bundles = list(self._bundles(source, group, key, leaf, members))
+            except (ValueError, TypeError, AttributeError) as exc:
+                yield self.quarantine(leaf.locator, str(exc), raw)
+                continue
+            yield from bundles
+
+    def _records(self, source: SourceFile) -> Iterator[tuple[str, bytes, Any]]:
+        if source.is_json_document():
+            try:
+                document = source.document
+            except ValueError as exc:
+                yield "$", source.data, self.quarantine("$", str(exc), source.data)
+                return
+            if isinstance(document, list):
+                for index, value in enumerate(document):
+                    yield f"$[{index}]", json.dumps(value, ensure_ascii=False, default=str).encode(), value
+            else:
+                yield "$", source.data, document
+            return
+        for item in self.iter_json_lines(source):
+            if isinstance(item, Quarantined):
+                yield item.locator, item.raw, item
+            else:
+                number, raw, value = item
+                yield f"line {number}", raw, value
+
+    def _bundles(
+        self, source: SourceFile, group: RunGroup, key: str, leaf: _Call, members: list[_Call]
+    ) -> Iterator[Bundle]:
+        harness = leaf.harness
+        run = make_run(name=group.run_name, harness=harness, model=leaf.model)
+        steps_norm = leaf.norm + ([leaf.norm_response] if leaf.norm_response is not None else [])
+        prompt = next(
+            (_content_text(m.get("content"))[0] for m in leaf.messages if m.get("role") == "user"), None
+        )
+        prompt = prompt or next((_content_text(m.get("content"))[0] for m in leaf.messages), None)
+        if not prompt:
+            raise ValueError("the conversation has no message text to name its task")
+        tool_names = [
+            _dict(_dict(t).get("function")).get("name") or _dict(t).get("name") for t in leaf.tools or []
+        ]
+        domain = "swe" if any(isinstance(n, str) and _SWE_TOOL.search(n) for n in tool_names) else "assistant"
+        task_id = task_id_for(harness or FORMAT, content_sha256(prompt)[:16])
+
+        # Which call produced which step: the leaf its response; an earlier call of the chain its response
+        # at the index where its request ended (preferring the one the leaf's request repeats verbatim).
+        producers: dict[int, _Call] = {}
+        off_chain, failed = [], []
+        for call in sorted(members, key=lambda c: c.ended_at.timestamp() if c.ended_at else 0.0):
+            n = len(call.messages)
+            if call.norm != steps_norm[:n]:
+                off_chain.append(call.locator)
+                continue
+            if call.response is None or n >= len(steps_norm):
+                if call is not leaf and call.response is None:
+                    failed.append({"call": call.locator, "error": call.error})
+                continue
+            current = producers.get(n)
+            if (
+                current is None
+                or current.norm_response != steps_norm[n]
+                or call.norm_response == steps_norm[n]
+            ):
+                producers[n] = call
+        if leaf.response is not None:
+            producers[len(leaf.messages)] = leaf
+        chosen = {id(c) for c in producers.values()}
+        superseded = [
+            c.locator
+            for c in members
+            if c.response is not None and id(c) not in chosen and c.locator not in off_chain
+        ]
+        assistant_indexes = [i for i, m in enumerate(leaf.messages) if m.get("role") == "assistant"]
+        complete = all(i in producers for i in assistant_indexes)
+        chain = [producers[i] for i in sorted(producers)]
+        usages = [c.usage for c in chain if c.usage]
+        costs = [c.cost for c in chain if c.cost is not None]
+        tokens = None
+        if complete and usages:
+            tokens = sum(
+                _int_or_none(u.get("total_tokens"))
+                or (
+                    (_int_or_none(u.get("prompt_tokens")) or 0)
+                    + (_int_or_none(u.get("completion_tokens")) or 0)
+                )
+                for u in usages
+            )
+        trajectory = make_trajectory(
+            run=run,
+            task_id=task_id,
+            domain=domain,
+            source_format=self.name,
+            source_uri=source.uri,
+            source_sha256=source.sha256,
+            # The conversation identity tells conversations of one prompt apart (``attempt`` only feeds
+            # the id).
+            attempt=int(key[:12], 16),
+            exit_status="error" if leaf.response is None else (leaf.completion.get("finish_reason") or None),
+            n_steps=len(steps_norm),
+            tokens=tokens,
+            cost_usd=sum(costs) if complete and costs else None,
+            started_at=min((c.started_at for c in chain if c.started_at), default=None) if complete else None,
+            ended_at=leaf.ended_at,
+            extra={
+                "conversation_key": key,
+                "session_id": leaf.session_id,
+                "leaf_call": leaf.locator,
+                "calls_in_source": len(members),
+                "complete": complete,
+                "error": leaf.error if leaf.response is None else None,
+                "failed_calls": failed,
+                "calls_off_chain": off_chain,
+                "calls_superseded": superseded,
+                "tools": leaf.tools,
+            },
+        )
+        bundle = Bundle(locator=leaf.locator, priority=len(steps_norm))
+        bundle.add("runs", run)
+        bundle.add("trajectories", trajectory)
+        bundle.add("tasks", make_task(task_id=task_id, domain=domain, prompt=prompt, source_uri=source.uri))
+        for index, message in enumerate(leaf.messages):
+            if index not in producers:
+                bundle.add("steps", self._step(trajectory, index, message, None))
+        yield bundle
+        for index in sorted(producers):
+            call = producers[index]
+            produced = Bundle(locator=call.locator, priority=_PRODUCED_PRIORITY)
+            step = self._step(trajectory, index, call.response, call)  # type: ignore[arg-type]
+            produced.add("steps", step)
+            if not step["tool_calls"] and step["content"]:
+                produced.add(
+                    "candidates",
+                    make_candidate(trajectory, kind="answer", content=step["content"], step_index=index),
+                )
+            yield produced
+
+    def _step(
+        self, trajectory: dict[str, Any], index: int, message: dict[str, Any], call: _Call | None
+    ) -> dict[str, Any]:
+        text, others = _content_text(message.get("content"))
+        content: Any = text if others is None else message.get("content")
+        if message.get("content") is None and not text:
+            content = None
+        extra: dict[str, Any] = {k: v for k, v in message.items() if k not in _MESSAGE_KEYS and v is not None}
+        parts = message.get("content")
+        if isinstance(parts, list) and others is None:
+            hints = [
+                {"part": i, **{k: v for k, v in p.items() if k not in ("type", "text")}}
+                for i, p in enumerate(parts)
+                if isinstance(p, dict) and set(p) - {"type", "text"}
+            ]
+            if hints:
+                extra["part_hints"] = hints
+        tokens = None
+        timestamp = None
+        if call is not None:
+            usage = call.usage or {}
+            tokens = _int_or_none(usage.get("completion_tokens"))
+            timestamp = call.ended_at
+            extra.update(
+                call=call.locator,
+                source_file=call.source_name,
+                usage=call.usage,
+                cost_usd=call.cost,
+                model=call.model,
+                started_at=call.started_at.isoformat() if call.started_at else None,
+                completion={k: v for k, v in call.completion.items() if k != "usage"},
+                request_params=call.params,
+                record=call.leftovers,
+            )
+        return make_step(
+            trajectory,
+            index,
+            role=message["role"],
+            content=content,
+            reasoning=_reasoning(message),
+            tool_calls=_tool_calls(message),
+            tool_call_id=message.get("tool_call_id")
+            if isinstance(message.get("tool_call_id"), str)
+            else None,
+            tokens=tokens,
+            timestamp=timestamp,
+            extra={k: v for k, v in extra.items() if v not in (None, {}, [])},
+        )

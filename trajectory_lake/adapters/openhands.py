@@ -1,0 +1,1327 @@
+"""OpenHands outputs: evaluation ``output.jsonl``, resolver ``output.jsonl`` and event-store sessions.
+
+Documented structures (All-Hands-AI/OpenHands):
+
+* **evaluation output** (``evaluation/utils/shared.py``, ``EvalOutput``): one JSON line per instance
+  ``{instance_id, instruction, test_result: {git_patch, report?: {resolved, ...}}, metadata: EvalMetadata,
+  history, metrics: {accumulated_cost, accumulated_token_usage, costs, token_usages, ...}, error,
+  instance}``. ``metadata.json`` beside it is the run's ``EvalMetadata`` (``agent_class``,
+  ``llm_config.model``, ``eval_output_dir`` = ``.../<dataset>/<agent>/<model>_maxiter_<n>_N_<note>``,
+  ``dataset``, ``git_commit``, ...).
+* **resolver output** (``openhands/resolver/resolver_output.py``, ``ResolverOutput``): one JSON line per
+  GitHub issue ``{issue: {owner, repo, number, title, body}, issue_type, instruction, base_commit,
+  git_patch, history, metrics, success, comment_success, result_explanation | success_explanation,
+  error}``.
+* **event store** (``openhands/events/event_store.py``, ``openhands/storage/locations.py``): a session
+  folder ``<sid>/events/<id>.json`` (one event per file), optional ``<sid>/event_cache/<start>-<end>.json``
+  pages (arrays of the same events) and the conversation's ``<sid>/metadata.json``; a trajectory saved
+  with ``save_trajectory_path`` is one JSON array of the same events.
+
+Events (``openhands/events/serialization/event.py``, ``event_to_dict``) are
+``{id, timestamp, source, message, cause?, action, args, tool_call_metadata?, llm_metrics?, timeout?}``
+or ``{id, timestamp, source, message, cause?, observation, content, extras, success?, tool_call_metadata?}``.
+Histories may also be the older list of ``[action, observation]`` pairs (``get_pairs_from_events``,
+with ``null`` placeholders) or flat dicts whose args/extras sit at the top level without a ``source``.
+
+Mapping (one step per event, in order):
+
+* ``system`` action → ``system`` step; ``message`` actions → ``user`` / ``assistant`` by source;
+* every other agent action (``run``, ``edit``, ``think``, ``finish``, ...) → an ``assistant`` step with
+  one tool call: id and name from ``tool_call_metadata``, arguments as the model emitted them
+  (``model_response`` tool call) or the action's args; ``args.thought`` (and any
+  ``reasoning_content``) → ``reasoning``; the completion tokens of the model response go to the first
+  action made from it;
+* observations → ``tool`` steps with the ``tool_call_id`` of their action (through
+  ``tool_call_metadata`` or ``cause``), else ``user`` steps (what the LLM is shown); ``is_error`` from
+  ``success`` / exit codes / ``error`` observations / ``ERROR:`` editor output;
+* bookkeeping events (``agent_state_changed``, ``recall`` and ``change_agent_state`` actions) are no
+  steps: they go to the trajectory's ``extra`` (``null`` pair placeholders are counted there).
+
+The patch (``test_result.git_patch`` / ``git_patch``) is the ``patch`` candidate; the SWE-bench report
+that OpenHands' ``eval_infer`` adds (``test_result.report.resolved``) and any SWE-bench report of the
+same run folder label it ``resolved``; the resolver's own LLM verdict (``success``) is a ``resolved``
+outcome with source ``judge``. OpenHands writes naive local timestamps; they are read as UTC.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, ClassVar
+
+from trajectory_lake._hashing import content_sha256
+from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile
+from trajectory_lake.adapters.swebench import FAMILY, infer_benchmark
+from trajectory_lake.records import (
+    Bundle,
+    Quarantined,
+    as_bool,
+    as_timestamp,
+    make_candidate,
+    make_outcome,
+    make_run,
+    make_step,
+    make_task,
+    make_trajectory,
+    task_id_for,
+)
+
+__all__ = [
+    "OpenHandsEvalMetadata",
+    "OpenHandsEvalOutput",
+    "OpenHandsEventStore",
+    "OpenHandsResolverOutput",
+    "map_events",
+]
+
+HARNESS = "openhands"
+
+# Keys event_to_dict writes next to ``args`` / ``extras`` (everything else of a flat legacy event is
+# an arg or an extra).
+_EVENT_KEYS = frozenset(
+    {
+        "id",
+        "timestamp",
+        "source",
+        "message",
+        "cause",
+        "action",
+        "observation",
+        "tool_call_metadata",
+        "llm_metrics",
+        "timeout",
+        "success",
+    }
+)
+# Action fields that are runtime bookkeeping, not what the model asked for (kept in the step's extra).
+_BOOKKEEPING_ARGS = frozenset(
+    {
+        "thought",
+        "reasoning_content",
+        "is_confirmed",
+        "confirmation_state",
+        "action_risk",
+        "security_risk",
+        "keep_prompt",
+        "blocking",
+        "hidden",
+        "is_static",
+        "cwd",
+        "impl_source",
+        "kernel_init_code",
+        "include_extra",
+        "wait_for_response",
+        "images_urls",
+        "image_urls",
+        "file_urls",
+    }
+)
+_NON_STEP_ACTIONS = frozenset({"recall", "change_agent_state"})
+_NON_STEP_OBSERVATIONS = frozenset({"agent_state_changed"})
+_EDITOR_OBSERVATIONS = frozenset({"edit", "read", "write"})
+_VERSION_IN_NOTE = re.compile(r"_N_v?(\d+\.\d+(?:\.\d+)?)")
+_SWE_INSTANCE = re.compile(r"^[A-Za-z0-9_.-]+__[A-Za-z0-9_.-]+-\d+$")
+
+
+# --------------------------------------------------------------------------------------------------
+# Events → steps (pure)
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class MappedEvents:
+    """The steps of an OpenHands history and what the history says about the rollout.
+
+    Attributes:
+        steps: ``make_step`` keyword arguments (without trajectory and index), in order.
+        prompt: the first user message.
+        finish: the ``finish`` action's args, if the agent finished.
+        agent_states: the ``agent_state_changed`` states, in order.
+        other_events: bookkeeping events that are not steps (kept whole for ``extra``).
+        skipped: counts of ``null`` pair placeholders that were dropped.
+        models: the models named by the LLM responses.
+    """
+
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    prompt: str | None = None
+    finish: dict[str, Any] | None = None
+    agent_states: list[str] = field(default_factory=list)
+    other_events: list[dict[str, Any]] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
+    models: list[str] = field(default_factory=list)
+    timestamps: list[datetime] = field(default_factory=list)
+
+    @property
+    def started_at(self) -> datetime | None:
+        return min(self.timestamps, default=None)
+
+    @property
+    def ended_at(self) -> datetime | None:
+        return max(self.timestamps, default=None)
+
+
+def normalise_event(raw: Any, where: str) -> dict[str, Any]:  # noqa: ANN401 - validated here
+    """One event in the ``event_to_dict`` layout (flat legacy events are folded into ``args``/``extras``).
+
+    Raises:
+        ValueError: the value is not an OpenHands event.
+    """
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: an event must be an object, got {type(raw).__name__}")
+    is_action, is_observation = "action" in raw, "observation" in raw
+    if is_action == is_observation:
+        raise ValueError(f"{where}: an event needs exactly one of 'action' or 'observation'")
+    kind_key = "action" if is_action else "observation"
+    if not isinstance(raw[kind_key], str) or not raw[kind_key]:
+        raise ValueError(f"{where}: '{kind_key}' must be a non-empty string, got {raw[kind_key]!r}")
+    event = dict(raw)
+    if is_action and "args" not in event:
+        event = {k: v for k, v in raw.items() if k in _EVENT_KEYS}
+        event["args"] = {k: v for k, v in raw.items() if k not in _EVENT_KEYS}
+    if is_observation and "extras" not in event:
+        event = {k: v for k, v in raw.items() if k in _EVENT_KEYS or k == "content"}
+        event["extras"] = {k: v for k, v in raw.items() if k not in _EVENT_KEYS and k != "content"}
+    for key, kinds in (("args", dict), ("extras", dict), ("tool_call_metadata", dict), ("llm_metrics", dict)):
+        if event.get(key) is not None and not isinstance(event[key], kinds):
+            raise ValueError(f"{where}: '{key}' must be an object, got {type(event[key]).__name__}")
+    for key in ("content", "message", "source"):
+        if event.get(key) is not None and not isinstance(event[key], str):
+            raise ValueError(f"{where}: '{key}' must be a string, got {type(event[key]).__name__}")
+    try:
+        event["timestamp"] = as_timestamp(event.get("timestamp"))
+    except ValueError as exc:
+        raise ValueError(f"{where}: bad timestamp: {exc}") from None
+    return event
+
+
+def flatten_history(history: Any) -> list[Any]:  # noqa: ANN401 - validated here
+    """A history as a flat list of events: ``[event, ...]`` or the older ``[[action, observation], ...]``.
+
+    Raises:
+        ValueError: ``history`` is not a list.
+    """
+    if history is None:
+        return []
+    if not isinstance(history, list):
+        raise ValueError(f"'history' must be a list, got {type(history).__name__}")
+    flat: list[Any] = []
+    for item in history:
+        if isinstance(item, list | tuple):
+            flat.extend(item)
+        else:
+            flat.append(item)
+    return flat
+
+
+def map_events(raw_events: list[Any], *, where: str = "history") -> MappedEvents:
+    """Map OpenHands events to step rows (see the module docstring for the rules).
+
+    Args:
+        raw_events: events in any documented layout (already flattened from pairs).
+        where: a prefix for error messages.
+
+    Returns:
+        The :class:`MappedEvents`.
+
+    Raises:
+        ValueError: an event is malformed (the message names it).
+
+    Examples:
+        >>> mapped = map_events([
+        ...     {"id": 0, "source": "user", "action": "message", "args": {"content": "fix it"}},
+        ...     {"id": 1, "source": "agent", "action": "run", "args": {"command": "ls", "thought": "look"},
+        ...      "tool_call_metadata": {"function_name": "execute_bash", "tool_call_id": "t1"}},
+        ...     {"id": 2, "source": "agent", "observation": "run", "cause": 1, "content": "a.py",
+        ...      "extras": {"metadata": {"exit_code": 0}}, "success": True},
+        ... ])
+        >>> [(s["role"], s["tool_call_id"], s["is_error"]) for s in mapped.steps]
+        [('user', None, None), ('assistant', None, None), ('tool', 't1', False)]
+        >>> mapped.steps[1]["tool_calls"], mapped.steps[1]["reasoning"]
+        ([{'id': 't1', 'name': 'execute_bash', 'arguments': '{"command": "ls"}'}], 'look')
+    """
+    mapped = MappedEvents()
+    call_id_of_action: dict[Any, str | None] = {}
+    responses_seen: set[str] = set()
+    last_was_tool_action = False
+    for index, raw in enumerate(raw_events):
+        event = normalise_event(raw, f"{where}[{index}]")
+        if event["timestamp"] is not None:
+            mapped.timestamps.append(event["timestamp"])
+        if "action" in event:
+            kind = event["action"]
+            if kind == "null":
+                mapped.skipped["null_action"] += 1
+                continue
+            if kind in _NON_STEP_ACTIONS:
+                mapped.other_events.append(_compact(event))
+                continue
+            step = _action_step(event, responses_seen, mapped)
+            call_id_of_action[event.get("id")] = step["tool_calls"][0]["id"] if step["tool_calls"] else None
+            last_was_tool_action = bool(step["tool_calls"])
+        else:
+            kind = event["observation"]
+            if kind == "null":
+                mapped.skipped["null_observation"] += 1
+                continue
+            if kind in _NON_STEP_OBSERVATIONS:
+                state = (event.get("extras") or {}).get("agent_state")
+                if isinstance(state, str):
+                    mapped.agent_states.append(state)
+                mapped.other_events.append(_compact(event))
+                continue
+            step = _observation_step(event, call_id_of_action, last_was_tool_action)
+            last_was_tool_action = False
+        mapped.steps.append(step)
+    return mapped
+
+
+def _compact(event: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in event.items() if v not in (None, {}, [])}
+    if isinstance(out.get("timestamp"), datetime):
+        out["timestamp"] = out["timestamp"].isoformat()
+    return out
+
+
+def _role_of_source(source: str | None, args: Mapping[str, Any]) -> str:
+    if source == "user":
+        return "user"
+    if source == "agent":
+        return "assistant"
+    if source == "environment":
+        return "user"
+    # Legacy flat events carry no source: agents ask the user with wait_for_response, users never do.
+    return "assistant" if args.get("wait_for_response") is True else "user"
+
+
+def _action_step(event: dict[str, Any], responses_seen: set[str], mapped: MappedEvents) -> dict[str, Any]:
+    kind = event["action"]
+    args = dict(event.get("args") or {})
+    tcm = event.get("tool_call_metadata") or {}
+    response = tcm.get("model_response") if isinstance(tcm.get("model_response"), dict) else {}
+    response_id = response.get("id") if isinstance(response.get("id"), str) else None
+    first_of_response = bool(response) and response_id not in responses_seen
+    if response_id:
+        responses_seen.add(response_id)
+    message = _response_message(response)
+    extra: dict[str, Any] = {
+        "event_id": event.get("id"),
+        "source": event.get("source"),
+        "action": kind,
+        "cause": event.get("cause"),
+        "timeout": event.get("timeout"),
+        "llm_metrics": event.get("llm_metrics"),
+    }
+    tokens = None
+    if first_of_response:
+        usage = response.get("usage") if isinstance(response.get("usage"), dict) else None
+        tokens = _int_or_none((usage or {}).get("completion_tokens"))
+        choice = (response.get("choices") or [{}])[0] if isinstance(response.get("choices"), list) else {}
+        extra["response"] = {
+            "id": response_id,
+            "model": response.get("model"),
+            "created": response.get("created"),
+            "finish_reason": choice.get("finish_reason") if isinstance(choice, dict) else None,
+            "usage": usage,
+            "total_calls_in_response": tcm.get("total_calls_in_response"),
+        }
+        if isinstance(response.get("model"), str):
+            mapped.models.append(response["model"])
+    reasoning_parts = []
+    if first_of_response and isinstance(message.get("reasoning_content"), str):
+        reasoning_parts.append(message["reasoning_content"])
+    if isinstance(args.get("reasoning_content"), str):
+        reasoning_parts.append(args["reasoning_content"])
+    thought = args.get("thought")
+    if isinstance(thought, str):
+        reasoning_parts.append(thought)
+    reasoning = "\n\n".join(dict.fromkeys(p for p in reasoning_parts if p.strip())) or None
+    if first_of_response and isinstance(message.get("content"), str) and message["content"].strip():
+        if not (isinstance(thought, str) and message["content"].strip() in thought):
+            extra["response_content"] = message["content"]
+
+    if kind in ("system", "message"):
+        content = args.pop("content", None)
+        if content is None and event.get("message") is not None:
+            content = event["message"]
+        elif event.get("message") not in (None, content):
+            extra["message"] = event["message"]
+        args.pop("thought", None)
+        extra["args"] = args
+        role = "system" if kind == "system" else _role_of_source(event.get("source"), args)
+        if role == "user" and mapped.prompt is None and isinstance(content, str):
+            mapped.prompt = content
+        return _step(
+            role=role,
+            content=content,
+            reasoning=reasoning,
+            tokens=tokens,
+            timestamp=event["timestamp"],
+            extra=extra,
+        )
+
+    if kind == "finish":
+        mapped.finish = args
+    name = tcm.get("function_name") if isinstance(tcm.get("function_name"), str) else kind
+    call_id = tcm.get("tool_call_id") if isinstance(tcm.get("tool_call_id"), str) else None
+    arguments = _model_arguments(message, call_id)
+    if arguments is None:
+        arguments = json.dumps(
+            {k: v for k, v in args.items() if k not in _BOOKKEEPING_ARGS}, ensure_ascii=False, default=str
+        )
+    if event.get("message"):
+        extra["message"] = event["message"]
+    extra["args"] = {k: v for k, v in args.items() if k not in ("thought", "reasoning_content")}
+    role = (
+        "assistant" if event.get("source") in ("agent", None) else _role_of_source(event.get("source"), args)
+    )
+    return _step(
+        role=role,
+        content=None,
+        reasoning=reasoning,
+        tool_calls=[{"id": call_id, "name": name, "arguments": arguments}],
+        tokens=tokens,
+        timestamp=event["timestamp"],
+        extra=extra,
+    )
+
+
+def _observation_step(
+    event: dict[str, Any], call_id_of_action: Mapping[Any, str | None], follows_tool_action: bool
+) -> dict[str, Any]:
+    kind = event["observation"]
+    tcm = event.get("tool_call_metadata") or {}
+    extras = event.get("extras") or {}
+    call_id = tcm.get("tool_call_id") if isinstance(tcm.get("tool_call_id"), str) else None
+    cause = event.get("cause")
+    if call_id is None and cause is not None:
+        call_id = call_id_of_action.get(cause)
+    linked = (
+        call_id is not None
+        or (cause is not None and cause in call_id_of_action)
+        or (cause is None and event.get("id") is None and follows_tool_action)
+    )
+    role = "tool" if linked and kind != "recall" else "user"
+    content = event.get("content")
+    if content is None:
+        content = event.get("message")
+    extra: dict[str, Any] = {
+        "event_id": event.get("id"),
+        "source": event.get("source"),
+        "observation": kind,
+        "cause": cause,
+        "success": event.get("success"),
+        "extras": extras,
+    }
+    if event.get("message") not in (None, content):
+        extra["message"] = event["message"]
+    return _step(
+        role=role,
+        content=content,
+        tool_call_id=call_id,
+        is_error=_observation_error(event),
+        timestamp=event["timestamp"],
+        extra=extra,
+    )
+
+
+def _observation_error(event: Mapping[str, Any]) -> bool | None:
+    kind = event["observation"]
+    if kind == "error":
+        return True
+    if isinstance(event.get("success"), bool):
+        return not event["success"]
+    extras = event.get("extras") or {}
+    metadata = extras.get("metadata") if isinstance(extras.get("metadata"), dict) else {}
+    exit_code = extras.get("exit_code", metadata.get("exit_code"))
+    if isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code >= 0:
+        return exit_code != 0
+    if kind in _EDITOR_OBSERVATIONS and isinstance(event.get("content"), str):
+        return event["content"].startswith("ERROR:")
+    return None
+
+
+def _step(
+    *,
+    role: str,
+    content: Any,  # noqa: ANN401 - text, or parts that make_step serialises
+    reasoning: str | None = None,
+    tool_calls: list[dict[str, str | None]] | None = None,
+    tool_call_id: str | None = None,
+    is_error: bool | None = None,
+    tokens: int | None = None,
+    timestamp: datetime | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "role": role,
+        "content": content,
+        "reasoning": reasoning,
+        "tool_calls": tool_calls,
+        "tool_call_id": tool_call_id,
+        "is_error": is_error,
+        "tokens": tokens,
+        "timestamp": timestamp,
+        "extra": {k: v for k, v in (extra or {}).items() if v not in (None, {}, [])},
+    }
+
+
+def _response_message(response: Mapping[str, Any]) -> dict[str, Any]:
+    choices = response.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        message = choices[0].get("message")
+        if isinstance(message, dict):
+            return message
+    return {}
+
+
+def _model_arguments(message: Mapping[str, Any], call_id: str | None) -> str | None:
+    """The arguments text of tool call ``call_id`` exactly as the model emitted it."""
+    if call_id is None or not isinstance(message.get("tool_calls"), list):
+        return None
+    for call in message["tool_calls"]:
+        if isinstance(call, dict) and call.get("id") == call_id and isinstance(call.get("function"), dict):
+            arguments = call["function"].get("arguments")
+            if isinstance(arguments, str):
+                return arguments
+            if arguments is not None:
+                return json.dumps(arguments, ensure_ascii=False)
+    return None
+
+
+def _int_or_none(value: Any) -> int | None:  # noqa: ANN401
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _float_or_none(value: Any) -> float | None:  # noqa: ANN401
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _finish_text(finish: Mapping[str, Any] | None) -> str | None:
+    if not finish:
+        return None
+    for key in ("final_thought", "message", "thought"):
+        if isinstance(finish.get(key), str) and finish[key].strip():
+            return finish[key]
+    outputs = finish.get("outputs")
+    return json.dumps(outputs, ensure_ascii=False, sort_keys=True) if outputs else None
+
+
+def _exit_status(error: Any, mapped: MappedEvents) -> str | None:  # noqa: ANN401
+    if isinstance(error, str) and error.strip():
+        lowered = error.lower()
+        if "maximum iteration" in lowered:
+            return "max_iterations"
+        if "budget" in lowered:
+            return "budget_exceeded"
+        if "stuck" in lowered:
+            return "stuck"
+        return "error"
+    if mapped.finish is not None:
+        return "finished"
+    return mapped.agent_states[-1] if mapped.agent_states else None
+
+
+def _add_steps(bundle: Bundle, trajectory: dict[str, Any], mapped: MappedEvents) -> None:
+    bundle.extend("steps", (make_step(trajectory, i, **step) for i, step in enumerate(mapped.steps)))
+
+
+def _history_extra(mapped: MappedEvents) -> dict[str, Any]:
+    return {
+        "events_without_step": mapped.other_events,
+        "skipped_events": dict(mapped.skipped),
+        "agent_states": mapped.agent_states,
+    }
+
+
+def _prompt_hash(prompt: str) -> str:
+    return content_sha256(prompt)[:16]
+
+
+# --------------------------------------------------------------------------------------------------
+# Evaluation output (output.jsonl) and its metadata.json
+# --------------------------------------------------------------------------------------------------
+
+
+def _metadata_hints(metadata: Any) -> dict[str, str]:  # noqa: ANN401
+    if not isinstance(metadata, dict):
+        return {}
+    hints = {"harness": HARNESS}
+    llm = metadata.get("llm_config")
+    if isinstance(llm, dict) and isinstance(llm.get("model"), str):
+        hints["model"] = llm["model"]
+    out_dir = metadata.get("eval_output_dir")
+    if isinstance(out_dir, str) and (
+        match := _VERSION_IN_NOTE.search(_path_parts(out_dir)[-1] if _path_parts(out_dir) else "")
+    ):
+        hints["harness_version"] = match.group(1)
+    return hints
+
+
+def _path_parts(path: str) -> list[str]:
+    return [p for p in re.split(r"[\\/]+", path) if p]
+
+
+def _eval_run_name(metadata: Mapping[str, Any], group: RunGroup) -> str:
+    """The run name ``<dataset>/<agent>/<model>_maxiter_<n>_N_<note>``: the tail of ``eval_output_dir``.
+
+    Only the tail, never the host path, so the name is the same wherever the file is read.
+    """
+    out_dir = metadata.get("eval_output_dir")
+    parts = _path_parts(out_dir) if isinstance(out_dir, str) else []
+    if len(parts) >= 3:
+        return "/".join(parts[-3:])
+    pieces = [metadata.get("dataset"), metadata.get("agent_class"), parts[-1] if parts else None]
+    name = "/".join(p for p in pieces if isinstance(p, str) and p)
+    return name or group.run_name
+
+
+def _eval_task_family(dataset: Any, instance_id: str, path: Path) -> tuple[str, str]:  # noqa: ANN401
+    """``(task family, benchmark)`` of an evaluation instance, from the run's dataset name."""
+    text = dataset.lower() if isinstance(dataset, str) else ""
+    if re.search(r"multi[-_ ]?swe[-_ ]?bench", text):
+        return "multi-swe-bench", "multi-swe-bench"
+    if re.search(r"swe[-_ ]?gym", text):
+        return "swe-gym", "swe-gym"
+    if re.search(r"swe[-_ ]?bench", text):
+        return FAMILY, infer_benchmark(None, Path(text))
+    if not text:
+        if _SWE_INSTANCE.match(instance_id):
+            return FAMILY, infer_benchmark(None, path)
+        return "openhands-eval", "openhands-eval"
+    slug = (
+        re.sub(r"[^a-z0-9._-]+", "-", _path_parts(text.replace("__", "/"))[-1]).strip("-") or "openhands-eval"
+    )
+    return slug, slug
+
+
+def _outcomes_of_test_result(test_result: Mapping[str, Any]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    report = test_result.get("report")
+    if isinstance(report, dict) and report.get("resolved") is not None:
+        out["resolved"] = float(as_bool(report["resolved"], what="test_result.report.resolved"))
+    elif test_result.get("resolved") is not None:
+        out["resolved"] = float(as_bool(test_result["resolved"], what="test_result.resolved"))
+    for name in ("reward", "score"):
+        value = test_result.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out[name] = float(value)
+    return out
+
+
+def _records(adapter: Adapter, source: SourceFile) -> Iterator[tuple[str, bytes, Any] | Quarantined]:
+    """``(locator, raw, value)`` for each line of a JSONL file, or each item of a JSON array."""
+    if source.is_json_document():
+        try:
+            document = source.document
+        except ValueError as exc:
+            yield adapter.quarantine("$", str(exc), source.data)
+            return
+        items = document if isinstance(document, list) else [document]
+        for index, value in enumerate(items):
+            locator = f"$[{index}]" if isinstance(document, list) else "$"
+            yield locator, json.dumps(value, ensure_ascii=False, default=str).encode(), value
+        return
+    for item in adapter.iter_json_lines(source):
+        if isinstance(item, Quarantined):
+            yield item
+        else:
+            number, raw, value = item
+            yield f"line {number}", raw, value
+
+
+def _sample_records(source: SourceFile, limit: int = 3) -> list[Any]:
+    """A few records for sniffing; a JSONL line is parsed whole even past ``head()`` (histories are long)."""
+    if source.is_json_document():
+        try:
+            document = source.document
+        except ValueError:
+            return []
+        return document[:limit] if isinstance(document, list) else [document]
+    out = []
+    start = 0
+    while len(out) < limit and start < len(source.data):
+        end = source.data.find(b"\n", start)
+        end = len(source.data) if end < 0 else end
+        line = source.data[start:end]
+        start = end + 1
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            out.append(None)
+    return out
+
+
+class _LineAdapter(Adapter):
+    """Shared reading of one-record-per-line OpenHands outputs."""
+
+    rank: ClassVar[int] = 20
+    _markers: ClassVar[tuple[bytes, ...]] = ()
+
+    @classmethod
+    def _is_record(cls, record: Any) -> bool:  # noqa: ANN401
+        raise NotImplementedError
+
+    @classmethod
+    def sniff(cls, source: SourceFile) -> bool:
+        head = source.head()
+        if not all(marker in head for marker in cls._markers):
+            return False
+        sample = _sample_records(source)
+        parsed = [r for r in sample if r is not None]
+        return bool(parsed) and all(cls._is_record(r) for r in parsed)
+
+    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
+        for item in _records(self, source):
+            if isinstance(item, Quarantined):
+                yield item
+                continue
+            locator, raw, record = item
+            try:
+                if not isinstance(record, dict):
+                    raise ValueError(f"expected an object, got {type(record).__name__}")
+                yield self._bundle(source, group, locator, record)
+            except (ValueError, TypeError, AttributeError) as exc:
+                yield self.quarantine(locator, str(exc), raw)
+
+    def _bundle(self, source: SourceFile, group: RunGroup, locator: str, record: dict[str, Any]) -> Bundle:
+        raise NotImplementedError
+
+
+class OpenHandsEvalOutput(_LineAdapter):
+    """OpenHands evaluation ``output.jsonl`` (``EvalOutput`` lines) → runs, tasks, trajectories, steps,
+    patch candidates and their SWE-bench labels."""
+
+    name: ClassVar[str] = "openhands-eval"
+    _markers: ClassVar[tuple[bytes, ...]] = (b'"instance_id"',)
+
+    @classmethod
+    def _is_record(cls, record: Any) -> bool:  # noqa: ANN401
+        return (
+            isinstance(record, dict)
+            and "instance_id" in record
+            and "test_result" in record
+            and any(k in record for k in ("history", "metadata", "instruction", "metrics"))
+        )
+
+    def hints(self, source: SourceFile) -> dict[str, str]:
+        for record in _sample_records(source, 1):
+            if isinstance(record, dict):
+                return _metadata_hints(record.get("metadata"))
+        return {}
+
+    def _bundle(self, source: SourceFile, group: RunGroup, locator: str, record: dict[str, Any]) -> Bundle:
+        instance_id = record.get("instance_id")
+        if isinstance(instance_id, int) and not isinstance(instance_id, bool):
+            instance_id = str(instance_id)  # some benchmarks number their instances
+        if not isinstance(instance_id, str) or not instance_id:
+            raise ValueError(f"field 'instance_id' must be a non-empty string, got {instance_id!r}")
+        test_result = record.get("test_result") or {}
+        metadata = record.get("metadata") or {}
+        instance = record.get("instance") or {}
+        metrics = record.get("metrics") or {}
+        for key, value in (
+            ("test_result", test_result),
+            ("metadata", metadata),
+            ("instance", instance),
+            ("metrics", metrics),
+        ):
+            if not isinstance(value, dict):
+                raise ValueError(f"field {key!r} must be an object, got {type(value).__name__}")
+        instruction = record.get("instruction")
+        if instruction is not None and not isinstance(instruction, str):
+            raise ValueError(f"field 'instruction' must be a string, got {type(instruction).__name__}")
+        mapped = map_events(flatten_history(record.get("history")))
+
+        hints = _metadata_hints(metadata) or {k: v for k, v in group.run_hints.items()}
+        llm = metadata.get("llm_config") if isinstance(metadata.get("llm_config"), dict) else {}
+        model = llm.get("model") if isinstance(llm.get("model"), str) else hints.get("model")
+        family, benchmark = _eval_task_family(metadata.get("dataset"), instance_id, source.path)
+        patch = test_result.get("git_patch", test_result.get("model_patch"))
+        if patch is not None and not isinstance(patch, str):
+            raise ValueError(f"test_result.git_patch must be a string, got {type(patch).__name__}")
+        domain = (
+            "swe" if family in (FAMILY, "multi-swe-bench", "swe-gym") or patch is not None else "assistant"
+        )
+        run = make_run(
+            name=_eval_run_name(metadata, group) if metadata else group.run_name,
+            harness=HARNESS,
+            harness_version=hints.get("harness_version"),
+            model=model,
+            benchmark=benchmark,
+            config=metadata or None,
+            started_at=as_timestamp(metadata.get("start_time")) if metadata.get("start_time") else None,
+        )
+        task_id = task_id_for(family, instance_id)
+        accumulated = (
+            metrics.get("accumulated_token_usage")
+            if isinstance(metrics.get("accumulated_token_usage"), dict)
+            else {}
+        )
+        token_counts = [_int_or_none(accumulated.get(k)) for k in ("prompt_tokens", "completion_tokens")]
+        tokens = (
+            sum(t for t in token_counts if t is not None)
+            if any(t is not None for t in token_counts)
+            else None
+        )
+        error = record.get("error")
+        extra = {
+            "error": error,
+            "metrics": metrics,
+            "test_result": {k: v for k, v in test_result.items() if k not in ("git_patch", "model_patch")},
+            **_history_extra(mapped),
+            **{
+                k: v
+                for k, v in record.items()
+                if k
+                not in (
+                    "instance_id",
+                    "test_result",
+                    "metadata",
+                    "instance",
+                    "metrics",
+                    "history",
+                    "instruction",
+                    "error",
+                )
+            },
+        }
+        if instruction is not None and not any(s["content"] == instruction for s in mapped.steps):
+            extra["instruction"] = instruction
+        trajectory = make_trajectory(
+            run=run,
+            task_id=task_id,
+            domain=domain,
+            source_format=self.name,
+            source_uri=source.uri,
+            source_sha256=source.sha256,
+            exit_status=_exit_status(error, mapped),
+            n_steps=len(mapped.steps),
+            tokens=tokens,
+            cost_usd=_float_or_none(metrics.get("accumulated_cost")),
+            started_at=mapped.started_at,
+            ended_at=mapped.ended_at,
+            extra=extra,
+        )
+        bundle = Bundle(locator=locator, priority=self.rank)
+        bundle.add("runs", run)
+        bundle.add("trajectories", trajectory)
+        _add_steps(bundle, trajectory, mapped)
+        prompt = (
+            instance.get("problem_statement") if isinstance(instance.get("problem_statement"), str) else None
+        )
+        prompt = prompt or instruction or mapped.prompt
+        if prompt:
+            bundle.add(
+                "tasks",
+                make_task(
+                    task_id=task_id,
+                    domain=domain,
+                    prompt=prompt,
+                    benchmark=benchmark,
+                    instance_id=instance_id,
+                    repo=instance.get("repo") if isinstance(instance.get("repo"), str) else None,
+                    base_commit=instance.get("base_commit")
+                    if isinstance(instance.get("base_commit"), str)
+                    else None,
+                    reference=instance.get("patch") if isinstance(instance.get("patch"), str) else None,
+                    metadata={
+                        k: v
+                        for k, v in instance.items()
+                        if k not in ("instance_id", "repo", "base_commit", "problem_statement", "patch")
+                    },
+                    source_uri=source.uri,
+                ),
+            )
+        candidate = None
+        if patch is not None:
+            candidate = make_candidate(trajectory, kind="patch", content=patch)
+        elif domain != "swe" and (answer := _finish_text(mapped.finish)) is not None:
+            candidate = make_candidate(trajectory, kind="answer", content=answer)
+        if candidate is not None:
+            bundle.add("candidates", candidate)
+            labels = dict(group.label(instance_id)) if family == FAMILY else {}
+            labels.update(_outcomes_of_test_result(test_result))
+            for name, value in labels.items():
+                bundle.add(
+                    "outcomes",
+                    make_outcome(
+                        candidate,
+                        name=name,
+                        value=value,
+                        source="harness",
+                        evaluator=benchmark if family != FAMILY else "swe-bench",
+                    ),
+                )
+        return bundle
+
+
+class OpenHandsEvalMetadata(Adapter):
+    """An evaluation run's ``metadata.json`` (``EvalMetadata``): names the run's model and version for the
+    other files of its folder; it has no records of its own."""
+
+    name: ClassVar[str] = "openhands-eval-metadata"
+    table: ClassVar[str] = "runs"
+
+    @classmethod
+    def sniff(cls, source: SourceFile) -> bool:
+        if not source.is_json_document() or b'"agent_class"' not in source.head(8192):
+            return False
+        try:
+            document = source.document
+        except ValueError:
+            return False
+        return (
+            isinstance(document, dict)
+            and isinstance(document.get("llm_config"), dict)
+            and "max_iterations" in document
+            and "eval_output_dir" in document
+        )
+
+    def hints(self, source: SourceFile) -> dict[str, str]:
+        try:
+            return _metadata_hints(source.document)
+        except ValueError:
+            return {}
+
+
+# --------------------------------------------------------------------------------------------------
+# Resolver output
+# --------------------------------------------------------------------------------------------------
+
+
+class OpenHandsResolverOutput(_LineAdapter):
+    """OpenHands resolver ``output.jsonl`` (``ResolverOutput`` lines) → a trajectory per GitHub issue, its
+    patch, and the resolver's own success verdict."""
+
+    name: ClassVar[str] = "openhands-resolver"
+    _markers: ClassVar[tuple[bytes, ...]] = (b'"issue"',)
+
+    @classmethod
+    def _is_record(cls, record: Any) -> bool:  # noqa: ANN401
+        return (
+            isinstance(record, dict)
+            and isinstance(record.get("issue"), dict)
+            and "git_patch" in record
+            and "history" in record
+            and "success" in record
+        )
+
+    def hints(self, source: SourceFile) -> dict[str, str]:
+        for record in _sample_records(source, 1):
+            if isinstance(record, dict) and isinstance(record.get("model"), str):
+                return {"harness": HARNESS, "model": record["model"]}
+        return {"harness": HARNESS}
+
+    def _bundle(self, source: SourceFile, group: RunGroup, locator: str, record: dict[str, Any]) -> Bundle:
+        issue = record["issue"]
+        owner, repo, number = issue.get("owner"), issue.get("repo"), issue.get("number")
+        if not (isinstance(owner, str) and owner and isinstance(repo, str) and repo):
+            raise ValueError(f"issue.owner and issue.repo must be non-empty strings, got {owner!r}, {repo!r}")
+        if not isinstance(number, int) or isinstance(number, bool):
+            raise ValueError(f"issue.number must be an integer, got {number!r}")
+        patch = record.get("git_patch")
+        if patch is not None and not isinstance(patch, str):
+            raise ValueError(f"field 'git_patch' must be a string, got {type(patch).__name__}")
+        metrics = record.get("metrics") or {}
+        if not isinstance(metrics, dict):
+            raise ValueError(f"field 'metrics' must be an object, got {type(metrics).__name__}")
+        mapped = map_events(flatten_history(record.get("history")))
+        instruction = record.get("instruction")
+        if mapped.prompt is None and isinstance(instruction, str):
+            mapped.prompt = instruction
+        # Only CustomResolverOutput names the model (an EvalMetadata hint of the folder is another run's).
+        model = record.get("model") if isinstance(record.get("model"), str) else None
+        run = make_run(name=group.run_name, harness=HARNESS, model=model, benchmark="github-issues")
+        task_id = task_id_for("github", f"{owner}/{repo}#{number}")
+        error = record.get("error")
+        explanation_key = "result_explanation" if "result_explanation" in record else "success_explanation"
+        extra = {
+            "error": error,
+            "metrics": metrics,
+            **_history_extra(mapped),
+            **{
+                k: v
+                for k, v in record.items()
+                if k
+                not in ("issue", "git_patch", "history", "metrics", "error", "base_commit", "instruction")
+            },
+        }
+        if isinstance(instruction, str) and not any(s["content"] == instruction for s in mapped.steps):
+            extra["instruction"] = instruction
+        trajectory = make_trajectory(
+            run=run,
+            task_id=task_id,
+            domain="swe",
+            source_format=self.name,
+            source_uri=source.uri,
+            source_sha256=source.sha256,
+            exit_status=_exit_status(error, mapped),
+            n_steps=len(mapped.steps),
+            cost_usd=_float_or_none(metrics.get("accumulated_cost")),
+            started_at=mapped.started_at,
+            ended_at=mapped.ended_at,
+            extra=extra,
+        )
+        bundle = Bundle(locator=locator, priority=self.rank)
+        bundle.add("runs", run)
+        bundle.add("trajectories", trajectory)
+        _add_steps(bundle, trajectory, mapped)
+        title = issue.get("title") if isinstance(issue.get("title"), str) else ""
+        body = issue.get("body") if isinstance(issue.get("body"), str) else ""
+        base_commit = record.get("base_commit")
+        bundle.add(
+            "tasks",
+            make_task(
+                task_id=task_id,
+                domain="swe",
+                prompt="\n\n".join(p for p in (title, body) if p) or mapped.prompt,
+                benchmark="github-issues",
+                instance_id=f"{owner}/{repo}#{number}",
+                repo=f"{owner}/{repo}",
+                base_commit=base_commit if isinstance(base_commit, str) and base_commit else None,
+                metadata={
+                    "issue_type": record.get("issue_type"),
+                    **{
+                        k: v
+                        for k, v in issue.items()
+                        if k not in ("owner", "repo", "number", "title", "body")
+                    },
+                },
+                source_uri=source.uri,
+            ),
+        )
+        if patch is not None:
+            candidate = make_candidate(trajectory, kind="patch", content=patch)
+            bundle.add("candidates", candidate)
+            if record.get("success") is not None:
+                success = as_bool(record["success"], what="field 'success'")
+                bundle.add(
+                    "outcomes",
+                    make_outcome(
+                        candidate,
+                        name="resolved",
+                        value=float(success),
+                        source="judge",
+                        evaluator=f"openhands-resolver:{explanation_key}",
+                    ),
+                )
+        return bundle
+
+
+# --------------------------------------------------------------------------------------------------
+# Event store sessions (a directory format)
+# --------------------------------------------------------------------------------------------------
+
+_EVENT_FILE = re.compile(r"^(\d+)\.json$")
+_CACHE_PAGE = re.compile(r"^(\d+)-(\d+)\.json$")
+_SESSION_METADATA_KEYS = (
+    "selected_repository",
+    "title",
+    "last_updated_at",
+    "created_at",
+    "llm_model",
+    "github_user_id",
+    "trigger",
+)
+
+
+def _looks_like_event(value: Any) -> bool:  # noqa: ANN401
+    return (
+        isinstance(value, dict)
+        and ("action" in value or "observation" in value)
+        and ("timestamp" in value or "source" in value or "id" in value)
+    )
+
+
+def _event_file_number(path: Path) -> int | None:
+    match = _EVENT_FILE.match(path.name)
+    return int(match.group(1)) if match else None
+
+
+def _parse_json_file(path: Path) -> Any:  # noqa: ANN401
+    """A file's JSON, or raises ``ValueError`` with the reason."""
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise ValueError(f"unreadable: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON: {exc}") from exc
+
+
+def _valid_event(value: Any, where: str) -> dict[str, Any]:  # noqa: ANN401
+    """``value`` if it is an event that maps to a step cleanly; raises ``ValueError`` otherwise."""
+    map_events([value], where=where)
+    return value
+
+
+class OpenHandsEventStore(Adapter):
+    """An OpenHands session folder (``<sid>/events/<id>.json``) → one trajectory.
+
+    The session, not the file, is the unit, and ingest hands adapters single files: the first readable
+    event file of ``events/`` (normally ``0.json``) reads the whole folder and emits the session; every
+    other event file, the ``event_cache/`` pages and the session's ``metadata.json`` are recognised and
+    emit nothing (a malformed event file is quarantined by its own read, and left out of the session
+    with a note in the trajectory's ``extra``). A JSON array of events outside ``event_cache/`` (a
+    trajectory saved with ``save_trajectory_path``) is a session of its own.
+    """
+
+    name: ClassVar[str] = "openhands-events"
+    rank: ClassVar[int] = 20
+
+    @classmethod
+    def sniff(cls, source: SourceFile) -> bool:
+        head = source.head(4096).lstrip()
+        if head.startswith(b"{"):
+            if b'"conversation_id"' in source.head(8192):
+                return cls._is_session_metadata(source)
+            try:
+                document = source.document
+            except ValueError:
+                # A damaged event file of an event store (event_to_dict writes id, timestamp, source first):
+                # claimed, so that its read explains the damage.
+                return (
+                    _event_file_number(source.path) is not None
+                    and source.path.parent.name == "events"
+                    and re.match(rb'\{\s*"id"\s*:\s*\d+\s*,\s*"(timestamp|source)"', head) is not None
+                )
+            return _looks_like_event(document)
+        if head.startswith(b"[") and source.is_json_document():
+            try:
+                document = source.document
+            except ValueError:
+                return False
+            return (
+                bool(document)
+                and isinstance(document, list)
+                and all(_looks_like_event(e) for e in document[:3])
+            )
+        return False
+
+    @staticmethod
+    def _is_session_metadata(source: SourceFile) -> bool:
+        try:
+            document = source.document
+        except ValueError:
+            return False
+        return (
+            isinstance(document, dict)
+            and isinstance(document.get("conversation_id"), str)
+            and any(k in document for k in _SESSION_METADATA_KEYS)
+        )
+
+    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
+        try:
+            document = source.document
+        except ValueError as exc:
+            yield self.quarantine("$", str(exc), source.data)
+            return
+        if isinstance(document, dict) and "conversation_id" in document and not _looks_like_event(document):
+            return  # the session's metadata.json: read with the session's first event file
+        if isinstance(document, dict):
+            try:
+                _valid_event(document, source.path.name)
+            except ValueError as exc:
+                yield self.quarantine("$", str(exc), source.data)
+                return
+            if _event_file_number(source.path) is None:
+                yield from self._session(
+                    source,
+                    [(source.path.name, document)],
+                    {},
+                    session_dir=source.path.parent,
+                    session_id=source.path.stem,
+                )
+                return
+            yield from self._event_folder(source, source.path.parent)
+            return
+        # a JSON array: an event_cache page or a saved trajectory
+        bad = []
+        good: list[tuple[str, Any]] = []
+        for index, value in enumerate(document):
+            try:
+                good.append((f"{source.path.name}$[{index}]", _valid_event(value, f"$[{index}]")))
+            except ValueError as exc:
+                bad.append(index)
+                yield self.quarantine(
+                    f"$[{index}]", str(exc), json.dumps(value, ensure_ascii=False, default=str)
+                )
+        if source.path.parent.name == "event_cache" and _CACHE_PAGE.match(source.path.name):
+            session_dir = source.path.parent.parent
+            if (session_dir / "events").is_dir() or not self._is_first_cache_page(source.path):
+                return
+            pages = sorted(
+                (p for p in source.path.parent.iterdir() if _CACHE_PAGE.match(p.name)),
+                key=lambda p: int(_CACHE_PAGE.match(p.name).group(1)),  # type: ignore[union-attr]
+            )
+            events, notes = [], {}
+            for page in pages:
+                if page == source.path:
+                    events.extend(good)
+                    continue
+                try:
+                    values = _parse_json_file(page)
+                    if not isinstance(values, list):
+                        raise ValueError("an event_cache page must be a JSON array")
+                except ValueError as exc:
+                    notes[f"event_cache/{page.name}"] = str(exc)
+                    continue
+                for index, value in enumerate(values):
+                    try:
+                        events.append((f"{page.name}$[{index}]", _valid_event(value, f"$[{index}]")))
+                    except ValueError as exc:
+                        notes[f"event_cache/{page.name}$[{index}]"] = str(exc)
+            yield from self._session(
+                source, _dedupe_by_id(events), notes, session_dir=session_dir, session_id=session_dir.name
+            )
+            return
+        yield from self._session(
+            source, good, {}, session_dir=source.path.parent, session_id=source.path.stem
+        )
+
+    @staticmethod
+    def _is_first_cache_page(path: Path) -> bool:
+        starts = [int(m.group(1)) for p in path.parent.iterdir() if (m := _CACHE_PAGE.match(p.name))]
+        match = _CACHE_PAGE.match(path.name)
+        return match is not None and int(match.group(1)) == min(starts)
+
+    def _event_folder(self, source: SourceFile, events_dir: Path) -> Iterator[Bundle | Quarantined]:
+        files = sorted(
+            (p for p in events_dir.iterdir() if p.is_file() and _event_file_number(p) is not None),
+            key=lambda p: _event_file_number(p),  # type: ignore[arg-type, return-value]
+        )
+        events: list[tuple[str, Any]] = []
+        notes: dict[str, str] = {}
+        for path in files:
+            if path.resolve() == source.path.resolve():
+                value: Any = source.document
+            else:
+                try:
+                    value = _valid_event(_parse_json_file(path), path.name)
+                except ValueError as exc:
+                    notes[f"events/{path.name}"] = str(exc)
+                    continue
+            if not events and path.resolve() != source.path.resolve():
+                return  # an earlier readable event file leads this session
+            events.append((path.name, value))
+        session_dir = events_dir.parent
+        yield from self._session(source, events, notes, session_dir=session_dir, session_id=session_dir.name)
+
+    def _session(
+        self,
+        source: SourceFile,
+        events: list[tuple[str, Any]],
+        notes: dict[str, str],
+        *,
+        session_dir: Path,
+        session_id: str,
+    ) -> Iterator[Bundle | Quarantined]:
+        try:
+            yield self._bundle(source, events, notes, session_dir=session_dir, session_id=session_id)
+        except (ValueError, TypeError, AttributeError) as exc:
+            yield self.quarantine("$", f"session {session_id}: {exc}", source.data)
+
+    def _bundle(
+        self,
+        source: SourceFile,
+        events: list[tuple[str, Any]],
+        notes: dict[str, str],
+        *,
+        session_dir: Path,
+        session_id: str,
+    ) -> Bundle:
+        mapped = map_events([value for _, value in events], where=f"session {session_id}")
+        metadata: dict[str, Any] = {}
+        metadata_path = session_dir / "metadata.json"
+        if metadata_path.is_file():
+            try:
+                loaded = _parse_json_file(metadata_path)
+                metadata = loaded if isinstance(loaded, dict) else {}
+            except ValueError as exc:
+                notes["metadata.json"] = str(exc)
+        model = metadata.get("llm_model") if isinstance(metadata.get("llm_model"), str) else None
+        model = model or (mapped.models[0] if mapped.models else None)
+        system_args = next(
+            ((s["extra"] or {}).get("args") or {} for s in mapped.steps if s["role"] == "system"), {}
+        )
+        version = (
+            system_args.get("openhands_version")
+            if isinstance(system_args.get("openhands_version"), str)
+            else None
+        )
+        agent = system_args.get("agent_class") if isinstance(system_args.get("agent_class"), str) else None
+        run = make_run(
+            name=session_dir.parent.name or "sessions",
+            harness=HARNESS,
+            harness_version=version,
+            model=model,
+            config={"agent_class": agent} if agent else None,
+        )
+        prompt = mapped.prompt
+        if not prompt:
+            raise ValueError("no user message: the session has no task to attach to")
+        task_id = task_id_for(HARNESS, _prompt_hash(prompt))
+        tokens = None
+        if isinstance(metadata.get("total_tokens"), int) and metadata["total_tokens"] > 0:
+            tokens = metadata["total_tokens"]
+        trajectory = make_trajectory(
+            run=run,
+            task_id=task_id,
+            domain="swe",
+            source_format=self.name,
+            source_uri=source.uri,
+            source_sha256=source.sha256,
+            # The session id tells sessions of one prompt apart (``attempt`` only feeds the id).
+            attempt=int(content_sha256(session_id)[:12], 16),
+            exit_status=_exit_status(None, mapped),
+            n_steps=len(mapped.steps),
+            tokens=tokens,
+            cost_usd=_float_or_none(metadata.get("accumulated_cost")) if metadata else None,
+            started_at=mapped.started_at,
+            ended_at=mapped.ended_at,
+            extra={
+                "session_id": session_id,
+                "event_files": [name for name, _ in events],
+                "left_out": notes,
+                "conversation_metadata": metadata,
+                **_history_extra(mapped),
+            },
+        )
+        bundle = Bundle(locator="$", priority=self.rank)
+        bundle.add("runs", run)
+        bundle.add("trajectories", trajectory)
+        _add_steps(bundle, trajectory, mapped)
+        bundle.add(
+            "tasks",
+            make_task(
+                task_id=task_id,
+                domain="swe",
+                prompt=prompt,
+                source_uri=source.uri,
+                metadata={
+                    "title": metadata.get("title"),
+                    "selected_repository": metadata.get("selected_repository"),
+                },
+            ),
+        )
+        return bundle
+
+
+def _dedupe_by_id(events: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    seen: set[Any] = set()
+    out = []
+    for name, value in sorted(events, key=lambda e: (e[1].get("id") is None, e[1].get("id") or 0)):
+        key = value.get("id")
+        if key is not None and key in seen:
+            continue
+        seen.add(key)
+        out.append((name, value))
+    return out

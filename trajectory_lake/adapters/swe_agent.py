@@ -1,0 +1,539 @@
+"""SWE-agent trajectory files (``<instance_id>.traj``), the 0.x layout and the 1.x layout.
+
+Documented structure (SWE-agent ``docs/usage/trajectories.md``, ``sweagent/types.py``,
+``DefaultAgent.get_trajectory_data`` and ``RetryAgent.get_trajectory_data``)::
+
+    {"trajectory": [{"action", "observation", "response", "thought", "state", "execution_time"?,
+                     "query"?, "extra_info"?}, ...],
+     "history": [{"role", "content", "agent"?, "message_type"?, "is_demo"?, "thought"?, "action"?,
+                  "tool_calls"?, "tool_call_ids"?, "thinking_blocks"?, "tags"?, ...}, ...],
+     "info": {"exit_status", "submission", "model_stats": {"instance_cost", "tokens_sent",
+              "tokens_received", "api_calls"}, "swe_agent_version"?, "edited_files30"?, "review"?, ...},
+     "replay_config"?: <RunSingleConfig, a JSON object or its JSON text>,
+     "environment": "<env name>"}
+
+A ``RetryAgent`` file adds ``"attempts": [<one such object per attempt>]`` with the chosen attempt
+merged on top and ``info.best_attempt_idx`` naming it.
+
+Mapping:
+
+* one trajectory per attempt; the chosen (submitted) attempt is ``attempt=0`` so a ``preds.json`` of
+  the same run describes the same rollout, the others are ``attempt = 1 + position`` and carry
+  ``"chosen": false`` in ``extra``;
+* one step per ``history`` message (the conversation the model saw, demonstrations included and
+  flagged ``extra.is_demo``); text-mode actions become a ``bash`` tool call with the command, as SWE-agent
+  runs every action in its shell session; ``thinking_blocks`` become ``reasoning``;
+* each ``trajectory`` entry is matched in order to the assistant message it produced; its
+  ``execution_time``, ``state`` and ``extra_info`` (and its ``response``/``thought``/``observation`` when
+  they differ from the message) go to that step's ``extra``; entries with no message (requeried format
+  errors) are kept in the trajectory's ``extra.unmatched_trajectory_steps``. The per-step ``query`` (the
+  exact model input, a re-rendering of earlier messages) is not stored; ``extra`` records its length;
+* without a ``history`` the steps are rebuilt from ``trajectory`` (an assistant step and an observation
+  step per entry);
+* ``info.submission`` is the ``patch`` candidate (an object submission is an ``answer``), labelled by the
+  run's SWE-bench reports; ``model_stats`` gives ``cost_usd`` and ``tokens`` (tokens received).
+
+The instance id comes from ``replay_config.problem_statement.id``, else the file stem (the documented
+name is ``<instance_id>.traj``), else, for renamed files, the container's working directory
+(``/<owner>__<repo>``) joined with the ``<repo>-<number>`` the stem ends with. The model comes from
+``replay_config.agent.model.name``, else from a 0.x run directory name
+(``<model>__<data>__<config>__t-…__p-…__c-…__install-…``); a file that names no model does not borrow
+one from another file of its directory.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import PurePosixPath
+from typing import Any, ClassVar
+
+from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile
+from trajectory_lake.adapters._harness_common import (
+    as_dict,
+    as_list,
+    is_swe_instance,
+    number_or_none,
+    raw_json,
+    resolve_task_id,
+    str_or_none,
+)
+from trajectory_lake.adapters.swebench import infer_benchmark
+from trajectory_lake.records import (
+    Bundle,
+    Quarantined,
+    make_candidate,
+    make_outcome,
+    make_run,
+    make_step,
+    make_task,
+    make_trajectory,
+    normalise_tool_calls,
+)
+
+__all__ = ["SweAgentTrajectory"]
+
+HARNESS = "swe-agent"
+_ISSUE = re.compile(r"ISSUE:\n(.*?)\n+INSTRUCTIONS:", re.S)
+_WORKDIR = re.compile(r"^([A-Za-z0-9_.-]+)__([A-Za-z0-9_.-]+)$")
+_RUN_NAME_0X = re.compile(r"^(?P<model>[^_].*?)__.+?__.+?__t-[\d.]+__p-[\d.]+__c-[\d.]+__install-\d+")
+_STEP_MARKERS = (b'"trajectory"', b'"observation"', b'"thought"')
+_MAPPED_HISTORY_KEYS = {"role", "content", "tool_calls", "tool_call_ids", "thinking_blocks"}
+_TRAJECTORY_STEP_KEYS = ("execution_time", "state", "extra_info")
+
+
+class SweAgentTrajectory(Adapter):
+    """SWE-agent ``.traj`` → one trajectory per attempt, with its steps, its submission and its label."""
+
+    name: ClassVar[str] = "swe-agent"
+    rank: ClassVar[int] = 20  # a full trajectory beats a bare prediction of the same rollout
+
+    @classmethod
+    def sniff(cls, source: SourceFile) -> bool:
+        if not source.is_json_document():
+            return False
+        head = source.head()
+        if not any(marker in head for marker in (b'"trajectory"', b'"attempts"', b'"history"')):
+            return False  # cheap rejection before parsing
+        try:
+            document = source.document
+        except ValueError:
+            # A damaged file that still starts like a SWE-agent trajectory: claim it, so read() can
+            # quarantine it with the parse error instead of "unknown format".
+            return all(marker in head for marker in _STEP_MARKERS)
+        if not isinstance(document, dict):
+            return False
+        attempts = document.get("attempts")
+        if isinstance(attempts, list) and attempts:
+            # One well-formed attempt is enough: a damaged one is quarantined by read(), not a reason to
+            # call the file unknown.
+            return _is_attempt(document) or any(isinstance(a, dict) and _is_attempt(a) for a in attempts)
+        return _is_attempt(document)
+
+    def hints(self, source: SourceFile) -> dict[str, str]:
+        try:
+            document = source.document
+        except ValueError:
+            return {}
+        if not isinstance(document, dict):
+            return {}
+        hints = {"harness": HARNESS}
+        info = document.get("info") if isinstance(document.get("info"), dict) else {}
+        if isinstance(info.get("swe_agent_version"), str):
+            hints["harness_version"] = info["swe_agent_version"]
+        try:
+            model = _model(_replay_config(document.get("replay_config")))
+        except ValueError:
+            model = None
+        if model:
+            hints["model"] = model
+        return hints
+
+    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
+        try:
+            document = source.document
+        except ValueError as exc:
+            yield self.quarantine("$", str(exc), source.data)
+            return
+        if not isinstance(document, dict):
+            yield self.quarantine("$", f"expected a JSON object, got {type(document).__name__}", source.data)
+            return
+        if "attempts" not in document:
+            try:
+                yield self._bundle(source, group, document, locator="$", attempt=0, context=document)
+            except (ValueError, TypeError, AttributeError) as exc:
+                yield self.quarantine("$", str(exc), source.data)
+            return
+        yield from self._read_attempts(source, group, document)
+
+    def _read_attempts(
+        self, source: SourceFile, group: RunGroup, document: dict[str, Any]
+    ) -> Iterator[Bundle | Quarantined]:
+        attempts = document["attempts"]
+        info = document.get("info")
+        best = info.get("best_attempt_idx") if isinstance(info, dict) else None
+        if not isinstance(attempts, list) or (
+            best is not None
+            and (not isinstance(best, int) or isinstance(best, bool) or not 0 <= best < len(attempts))
+        ):
+            problem = (
+                f"'attempts' must be an array, got {type(attempts).__name__}"
+                if not isinstance(attempts, list)
+                else f"info.best_attempt_idx must index 'attempts' (0..{len(attempts) - 1}), got {best!r}"
+            )
+            yield self.quarantine("$", problem, source.data)
+            return
+        for position, attempt in enumerate(attempts):
+            locator = f"$.attempts[{position}]"
+            chosen = best is not None and position == best
+            try:
+                if not isinstance(attempt, dict):
+                    raise ValueError(f"an attempt must be an object, got {type(attempt).__name__}")
+                yield self._bundle(
+                    source,
+                    group,
+                    attempt,
+                    locator=locator,
+                    attempt=0 if chosen else position + 1,
+                    context=document,
+                    chosen=chosen,
+                    position=position,
+                    retry_info={k: v for k, v in info.items() if k != "submission"} if chosen else None,
+                )
+            except (ValueError, TypeError, AttributeError) as exc:
+                yield self.quarantine(locator, str(exc), raw_json(attempt))
+
+    def _bundle(
+        self,
+        source: SourceFile,
+        group: RunGroup,
+        data: dict[str, Any],
+        *,
+        locator: str,
+        attempt: int,
+        context: dict[str, Any],
+        chosen: bool | None = None,
+        position: int | None = None,
+        retry_info: dict[str, Any] | None = None,
+    ) -> Bundle:
+        if not isinstance(data.get("trajectory"), list):
+            raise ValueError(f"'trajectory' must be an array, got {type(data.get('trajectory')).__name__}")
+        info = as_dict(data.get("info"), what="'info'")
+        entries = data["trajectory"]
+        for index, entry in enumerate(entries):
+            if not isinstance(entry, dict):
+                raise ValueError(f"trajectory[{index}] must be an object, got {type(entry).__name__}")
+        history = as_list(data.get("history"), what="'history'")
+        for index, message in enumerate(history):
+            if not isinstance(message, dict):
+                raise ValueError(f"history[{index}] must be an object, got {type(message).__name__}")
+        replay = _replay_config(data.get("replay_config") or context.get("replay_config"))
+        stats = as_dict(info.get("model_stats"), what="info.model_stats")
+        cost = number_or_none(stats.get("instance_cost"), what="info.model_stats.instance_cost")
+        received = number_or_none(stats.get("tokens_received"), what="info.model_stats.tokens_received")
+        exit_status = str_or_none(info.get("exit_status"), what="info.exit_status")
+        version = str_or_none(info.get("swe_agent_version"), what="info.swe_agent_version")
+
+        instance_id = _instance_id(source, replay, entries)
+        prompt = _problem_text(replay, history)
+        task_id = resolve_task_id(harness=HARNESS, instance_id=instance_id, prompt=prompt)
+        is_swe = is_swe_instance(instance_id)
+        run = make_run(
+            name=group.run_name,
+            harness=HARNESS,
+            harness_version=version,
+            model=_model(replay) or _model_from_run_name(source.path.parent.name, group.run_name),
+            benchmark=infer_benchmark(None, source.path) if is_swe else None,
+            config=replay.get("agent"),
+        )
+        if history:
+            steps_of = _HistorySteps(history, entries)
+        else:
+            steps_of = _TrajectorySteps(entries)
+        extra: dict[str, Any] = {
+            "environment": data.get("environment"),
+            "info": {k: v for k, v in info.items() if k not in ("submission", "exit_status")},
+            "replay_config": {k: v for k, v in replay.items() if k != "agent"},
+            "trajectory_entries": len(entries),
+            "unmatched_trajectory_steps": steps_of.unmatched(),
+        }
+        if chosen is not None:
+            extra.update(chosen=chosen, attempt_position=position)
+        if retry_info is not None:
+            extra["retry_info"] = retry_info
+        trajectory = make_trajectory(
+            run=run,
+            task_id=task_id,
+            domain="swe",
+            source_format=f"{self.name}:{'v1' if _is_v1(data, context) else '0.x'}",
+            source_uri=source.uri,
+            source_sha256=source.sha256,
+            attempt=attempt,
+            exit_status=exit_status,
+            cost_usd=cost,
+            tokens=int(received) if received is not None else None,
+            extra={k: v for k, v in extra.items() if v not in (None, [], {})},
+        )
+        steps = steps_of.rows(trajectory)
+        trajectory["n_steps"] = len(steps)
+
+        bundle = Bundle(locator=locator, priority=self.rank)
+        bundle.add("runs", run)
+        bundle.add("trajectories", trajectory)
+        bundle.extend("steps", steps)
+        if prompt:
+            bundle.add(
+                "tasks",
+                make_task(
+                    task_id=task_id,
+                    domain="swe",
+                    benchmark=None,
+                    instance_id=instance_id,
+                    prompt=prompt,
+                    source_uri=source.uri,
+                ),
+            )
+        submission = info.get("submission")
+        candidate = None
+        if isinstance(submission, str):
+            candidate = make_candidate(trajectory, kind="patch", content=submission)
+        elif isinstance(submission, dict):
+            candidate = make_candidate(
+                trajectory, kind="answer", content=json.dumps(submission, ensure_ascii=False)
+            )
+        elif submission is not None:
+            raise ValueError(
+                f"info.submission must be a string, an object or null, got {type(submission).__name__}"
+            )
+        if candidate is not None:
+            bundle.add("candidates", candidate)
+            if chosen is not False and instance_id:
+                for name, value in group.label(instance_id).items():
+                    bundle.add(
+                        "outcomes",
+                        make_outcome(
+                            candidate, name=name, value=value, source="harness", evaluator="swe-bench"
+                        ),
+                    )
+        return bundle
+
+
+def _is_attempt(data: dict[str, Any]) -> bool:
+    return (
+        isinstance(data.get("trajectory"), list)
+        and isinstance(data.get("info"), dict)
+        and ("history" in data or "environment" in data)
+    )
+
+
+def _is_v1(data: dict[str, Any], context: dict[str, Any]) -> bool:
+    """1.x files carry ``replay_config`` or a ``message_type`` on their history messages."""
+    if data.get("replay_config") is not None or context.get("replay_config") is not None:
+        return True
+    history = data.get("history") or []
+    return any(isinstance(m, dict) and "message_type" in m for m in history)
+
+
+def _replay_config(value: Any) -> dict[str, Any]:  # noqa: ANN401
+    """``replay_config`` as an object (1.x writes it as JSON text, some versions as an object)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"replay_config is not valid JSON: {exc}") from exc
+    return as_dict(value, what="replay_config")
+
+
+def _model(replay: dict[str, Any]) -> str | None:
+    agent = replay.get("agent") if isinstance(replay.get("agent"), dict) else {}
+    model = agent.get("model")
+    if not isinstance(model, dict):  # a RetryAgent config: the first agent's model names the run
+        configs = agent.get("agent_configs")
+        model = (
+            configs[0].get("model")
+            if isinstance(configs, list) and configs and isinstance(configs[0], dict)
+            else None
+        )
+    name = model.get("name") if isinstance(model, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
+def _model_from_run_name(*names: str) -> str | None:
+    """The model a 0.x run directory is named after (the file's own directory first: ``run_dir_of`` takes a
+    0.x run name, which ends like an instance id, for an instance directory)."""
+    for name in names:
+        match = _RUN_NAME_0X.match(name)
+        if match:
+            return match.group("model")
+    return None
+
+
+def _state(entry: dict[str, Any]) -> dict[str, Any]:
+    state = entry.get("state")
+    if isinstance(state, str):
+        try:
+            state = json.loads(state)
+        except json.JSONDecodeError:
+            return {}
+    return state if isinstance(state, dict) else {}
+
+
+def _instance_id(source: SourceFile, replay: dict[str, Any], entries: list[dict[str, Any]]) -> str | None:
+    problem = replay.get("problem_statement")
+    if isinstance(problem, dict) and isinstance(problem.get("id"), str) and problem["id"]:
+        return problem["id"]
+    stem = source.path.name.removesuffix(".traj").removesuffix(".json")
+    if is_swe_instance(stem):
+        return stem
+    for entry in entries:
+        workdir = _state(entry).get("working_dir")
+        if not isinstance(workdir, str):
+            continue
+        match = _WORKDIR.match(PurePosixPath(workdir).name)
+        if match:
+            number = re.search(rf"(?:^|[_.-]){re.escape(match.group(2))}-(\d+)$", stem)
+            if number:
+                return f"{match.group(0)}-{number.group(1)}"
+        break
+    return None
+
+
+def _problem_text(replay: dict[str, Any], history: list[dict[str, Any]]) -> str | None:
+    problem = replay.get("problem_statement")
+    if isinstance(problem, dict) and isinstance(problem.get("text"), str) and problem["text"].strip():
+        return problem["text"]
+    for message in history:
+        if (
+            message.get("role") == "user"
+            and not message.get("is_demo")
+            and isinstance(message.get("content"), str)
+        ):
+            match = _ISSUE.search(message["content"])
+            return (match.group(1) if match else message["content"]).strip() or None
+    return None
+
+
+def _thinking(blocks: Any) -> str | None:  # noqa: ANN401
+    if not isinstance(blocks, list):
+        return None
+    texts = [b.get("thinking") for b in blocks if isinstance(b, dict) and isinstance(b.get("thinking"), str)]
+    return "\n\n".join(texts) or None
+
+
+def _action_call(action: Any) -> list[dict[str, str | None]] | None:  # noqa: ANN401
+    """A text-mode action as the lake's tool call: SWE-agent runs it in its bash session."""
+    if isinstance(action, str) and action.strip():
+        return [
+            {"id": None, "name": "bash", "arguments": json.dumps({"command": action}, ensure_ascii=False)}
+        ]
+    return None
+
+
+def _entry_summary(index: int, entry: dict[str, Any]) -> dict[str, Any]:
+    """A trajectory entry without its ``query`` (whose length is kept)."""
+    out: dict[str, Any] = {"index": index, **{k: v for k, v in entry.items() if k != "query"}}
+    if isinstance(entry.get("query"), list):
+        out["query_messages"] = len(entry["query"])
+    return out
+
+
+class _HistorySteps:
+    """Steps from ``history``, with each ``trajectory`` entry attached to the message it produced."""
+
+    def __init__(self, history: list[dict[str, Any]], entries: list[dict[str, Any]]) -> None:
+        self.history = history
+        self.entries = entries
+        self.matches: dict[int, int] = {}
+        pointer = 0
+        for index, message in enumerate(history):
+            if message.get("role") != "assistant" or message.get("is_demo"):
+                continue
+            for j in range(pointer, len(entries)):
+                if _produced(message, entries[j]):
+                    self.matches[index] = j
+                    pointer = j + 1
+                    break
+
+    def unmatched(self) -> list[dict[str, Any]]:
+        used = set(self.matches.values())
+        return [_entry_summary(j, e) for j, e in enumerate(self.entries) if j not in used]
+
+    def rows(self, trajectory: dict[str, Any]) -> list[dict[str, Any]]:
+        return [self._row(trajectory, i, m) for i, m in enumerate(self.history)]
+
+    def _row(self, trajectory: dict[str, Any], index: int, message: dict[str, Any]) -> dict[str, Any]:
+        role = message.get("role")
+        content = message.get("content")
+        tool_calls = normalise_tool_calls(message.get("tool_calls"))
+        if tool_calls is None and role == "assistant":
+            tool_calls = _action_call(message.get("action"))
+        ids = message.get("tool_call_ids")
+        if ids is not None and (not isinstance(ids, list) or not all(isinstance(i, str) for i in ids)):
+            raise ValueError(f"history[{index}].tool_call_ids must be a list of strings, got {ids!r}")
+        reasoning = _thinking(message.get("thinking_blocks"))
+        extra = {k: v for k, v in message.items() if k not in _MAPPED_HISTORY_KEYS}
+        if ids and len(ids) > 1:
+            extra["tool_call_ids"] = ids
+        if message.get("thinking_blocks") and reasoning is None:
+            extra["thinking_blocks"] = message["thinking_blocks"]
+        if index in self.matches:
+            extra["trajectory_step"] = self._entry_extra(index, message)
+        return make_step(
+            trajectory,
+            index,
+            role=role,
+            content=content,
+            reasoning=reasoning,
+            tool_calls=tool_calls,
+            tool_call_id=ids[0] if ids else None,
+            extra=extra,
+        )
+
+    def _entry_extra(self, index: int, message: dict[str, Any]) -> dict[str, Any]:
+        j = self.matches[index]
+        entry = self.entries[j]
+        out: dict[str, Any] = {"index": j, **{k: entry[k] for k in _TRAJECTORY_STEP_KEYS if k in entry}}
+        if isinstance(entry.get("query"), list):
+            out["query_messages"] = len(entry["query"])
+        if entry.get("response") is not None and entry.get("response") != message.get("content"):
+            out["response"] = entry["response"]
+        if entry.get("thought") is not None and entry.get("thought") != message.get("thought"):
+            out["thought"] = entry["thought"]
+        following = self.history[index + 1].get("content") if index + 1 < len(self.history) else None
+        observation = entry.get("observation")
+        if isinstance(observation, str) and not (isinstance(following, str) and observation in following):
+            out["observation"] = observation
+        leftovers = {
+            k: v
+            for k, v in entry.items()
+            if k not in (*_TRAJECTORY_STEP_KEYS, "query", "response", "thought", "observation", "action")
+        }
+        out.update(leftovers)
+        return out
+
+
+def _produced(message: dict[str, Any], entry: dict[str, Any]) -> bool:
+    action = message.get("action")
+    if isinstance(action, str) and action == entry.get("action"):
+        return True
+    return isinstance(message.get("content"), str) and message.get("content") == entry.get("response")
+
+
+class _TrajectorySteps:
+    """Steps rebuilt from ``trajectory`` alone: the model's response, then the observation it got back."""
+
+    def __init__(self, entries: list[dict[str, Any]]) -> None:
+        self.entries = entries
+
+    def unmatched(self) -> list[dict[str, Any]]:
+        return []
+
+    def rows(self, trajectory: dict[str, Any]) -> list[dict[str, Any]]:
+        rows = []
+        for j, entry in enumerate(self.entries):
+            response = entry.get("response")
+            extra = {
+                k: v for k, v in _entry_summary(j, entry).items() if k not in ("response", "observation")
+            }
+            rows.append(
+                make_step(
+                    trajectory,
+                    len(rows),
+                    role="assistant",
+                    content=response if response is not None else entry.get("thought"),
+                    tool_calls=_action_call(entry.get("action")),
+                    extra=extra,
+                )
+            )
+            if entry.get("observation") is not None:
+                rows.append(
+                    make_step(
+                        trajectory,
+                        len(rows),
+                        role="user",
+                        content=entry["observation"],
+                        extra={"trajectory_index": j},
+                    )
+                )
+        return rows
