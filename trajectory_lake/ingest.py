@@ -18,10 +18,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import tempfile
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -43,6 +44,7 @@ logger = logging.getLogger(__name__)
 
 DATA_SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj")
 DEFAULT_MAX_RAW_BYTES = 1 << 20
+DEFAULT_FLUSH_BYTES = 64 << 20
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Tables written per ingest, in this order (parents before children only for readability: ids make
 # any order safe to re-run).
@@ -141,13 +143,19 @@ def ingest(
     lake: Lake,
     *,
     max_raw_bytes: int = DEFAULT_MAX_RAW_BYTES,
+    flush_bytes: int = DEFAULT_FLUSH_BYTES,
 ) -> IngestReport:
     """Ingest files and directories into ``lake``.
+
+    Memory stays bounded by ``flush_bytes`` however large the input: files are read one at a time,
+    and every ``flush_bytes`` of input the new rows are validated, deduplicated and staged to local
+    Arrow files; at the end each table's staged rows stream into one Delta commit.
 
     Args:
         paths: files or directories; formats are detected by content.
         lake: the target lake (its tables are created if missing).
         max_raw_bytes: cap on the raw bytes kept per quarantined record.
+        flush_bytes: input bytes read between two stagings.
 
     Returns:
         The :class:`IngestReport`.
@@ -165,80 +173,53 @@ def ingest(
     """
     if max_raw_bytes < 0:
         raise ValueError(f"max_raw_bytes must be >= 0, got {max_raw_bytes}")
+    if flush_bytes < 1:
+        raise ValueError(f"flush_bytes must be >= 1, got {flush_bytes}")
     files, skipped = discover(paths)
     lake.create()
     report = IngestReport(ingest_id=str(uuid.uuid4()), lake=lake.uri, skipped=[str(p) for p in skipped])
-
-    bundles: list[Bundle] = []
-    quarantined: list[tuple[SourceFile, str, Quarantined]] = []
-    for group, members in _group(files, report, quarantined):
-        for source, adapter in members:
-            read = list(adapter.read(source, group))
-            for item in _validated(read, adapter):
-                if isinstance(item, Quarantined):
-                    quarantined.append((source, adapter.name, item))
-                else:
-                    bundles.append(item)
-        unmatched = sorted(set(group.labels) - group.matched)
-        if unmatched:
-            report.warnings.append(
-                f"{len(unmatched)} label(s) in {group.key} matched no candidate of that run "
-                f"(e.g. {', '.join(unmatched[:3])})"
-            )
-    _write(lake, report, bundles, quarantined, max_raw_bytes)
+    with tempfile.TemporaryDirectory(prefix="harvest-ingest-") as staging_dir:
+        writer = _Writer(lake, report, Path(staging_dir), max_raw_bytes)
+        groups = _group(files, report, writer)
+        # Every (file, adapter) of every group, richest formats first: the first description of an
+        # entity wins, so a full trajectory beats a bare prediction and a dataset's task row beats a
+        # prompt recovered from a trajectory.
+        members = sorted(((g, s, a) for g, ms in groups for s, a in ms), key=lambda m: -m[2].rank)
+        pending = 0
+        for group, source, adapter in members:
+            writer.add(source, adapter, list(adapter.read(source, group)))
+            pending += len(source.data)
+            source.release()
+            if pending >= flush_bytes:
+                writer.flush()
+                pending = 0
+        for group, _ in groups:
+            unmatched = sorted(set(group.labels) - group.matched)
+            if unmatched:
+                report.warnings.append(
+                    f"{len(unmatched)} label(s) in {group.key} matched no candidate of that run "
+                    f"(e.g. {', '.join(unmatched[:3])})"
+                )
+        writer.commit()
     return report
 
 
-def _validated(items: list[Bundle | Quarantined], adapter: Adapter) -> list[Bundle | Quarantined]:
-    """The items, with every bundle whose rows do not fit their table's schema turned into a quarantine marker.
-
-    All of a source's rows are checked at once (the common, fast case); only when that fails is each
-    record checked alone to find the bad ones, so one bad record never fails a commit.
-    """
-    bundles = [i for i in items if isinstance(i, Bundle)]
-    if not bundles or _fits(bundles):
-        return items
-    out: list[Bundle | Quarantined] = []
-    for item in items:
-        if isinstance(item, Bundle) and not _fits([item]):
-            error = _misfit(item)
-            raw = json.dumps(item.rows, default=str, ensure_ascii=False)
-            out.append(adapter.quarantine(item.locator or "$", error, raw))
-        else:
-            out.append(item)
-    return out
-
-
-def _fits(bundles: list[Bundle]) -> bool:
-    return not _misfit(*bundles)
-
-
-def _misfit(*bundles: Bundle) -> str:
-    """The first schema problem of the bundles' rows, or ``""``."""
-    rows_by_table: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for bundle in bundles:
-        for table, rows in bundle.rows.items():
-            rows_by_table[table].extend({**row, "ingest_id": "", "ingested_at": _EPOCH} for row in rows)
-    for table, rows in rows_by_table.items():
-        try:
-            conform(table, rows)
-        except SchemaMismatchError as exc:
-            return str(exc)
-    return ""
-
-
 def _group(
-    files: list[Path], report: IngestReport, quarantined: list[tuple[SourceFile, str, Quarantined]]
+    files: list[Path], report: IngestReport, writer: _Writer
 ) -> list[tuple[RunGroup, list[tuple[SourceFile, Adapter]]]]:
-    """Read and detect every file, and gather them into run groups (labels and run hints resolved)."""
+    """Detect every file's format and gather files into run groups (labels and run hints resolved).
+
+    Each file's bytes are released after detection; they are read again when its records are.
+    """
     groups: dict[Path, tuple[RunGroup, list[tuple[SourceFile, Adapter]]]] = {}
     for path in files:
-        source = SourceFile(path=path, data=path.read_bytes())
+        source = SourceFile(path=path)
         adapter = detect(source)
         if adapter is None:
             reason = "empty file" if not source.data.strip() else "unknown format: no adapter recognises this content"
-            quarantined.append((source, "detect", Quarantined(table="unknown", locator="$", error=reason, raw=source.data)))
+            writer.quarantine(source, "detect", Quarantined(table="unknown", locator="$", error=reason, raw=source.data))
             report.sources[source.uri] = "quarantined"
+            source.release()
             continue
         report.sources[source.uri] = adapter.name
         key = run_dir_of(path)
@@ -247,95 +228,218 @@ def _group(
             group.run_hints.setdefault(name, value)
         for item in adapter.labels(source):
             if isinstance(item, Quarantined):
-                quarantined.append((source, adapter.name, item))
+                writer.quarantine(source, adapter.name, item)
             else:
                 instance_id, outcome = item
                 group.labels.setdefault(instance_id, {}).update(outcome)
+        source.release()
         members.append((source, adapter))
-    for _, members in groups.values():
-        members.sort(key=lambda m: -m[1].rank)
     return list(groups.values())
 
 
-def _write(
-    lake: Lake,
-    report: IngestReport,
-    bundles: list[Bundle],
-    quarantined: list[tuple[SourceFile, str, Quarantined]],
-    max_raw_bytes: int,
-) -> None:
-    now = datetime.now(UTC)
-    rows_by_table: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    seen: dict[str, set[tuple[Any, ...]]] = defaultdict(set)
-    # Highest priority first, so the richest description of an entity is the one kept.
-    for bundle in sorted(bundles, key=lambda b: -b.priority):
-        for table, rows in bundle.rows.items():
-            counts = report.counts[table]
-            for row in rows:
-                counts.read += 1
-                key = tuple(row[k] for k in KEYS[table])
-                if key in seen[table]:
-                    counts.duplicate += 1
-                    continue
-                seen[table].add(key)
-                rows_by_table[table].append(row)
+Pending = list[tuple[SourceFile, Adapter, Bundle]]
+Fresh = dict[str, list[dict[str, Any]]]
 
-    for source, adapter_name, item in quarantined:
-        counts = report.counts[item.table]
+
+class _Writer:
+    """Validates, deduplicates and stages rows; commits each table once at the end.
+
+    Keys already in the lake are loaded once per table on first use (for ``steps``: how many steps
+    each trajectory already has), so deduplication needs no lake query per batch.
+    """
+
+    def __init__(self, lake: Lake, report: IngestReport, staging: Path, max_raw_bytes: int) -> None:
+        self.lake = lake
+        self.report = report
+        self.staging = staging
+        self.max_raw_bytes = max_raw_bytes
+        self.now = datetime.now(UTC)
+        self.pending: Pending = []
+        self.quarantine_rows: list[dict[str, Any]] = []
+        self.keys: dict[str, set[tuple[Any, ...]]] = {}
+        self.steps_in_lake: dict[str, int] | None = None
+        self.writers: dict[str, pa.RecordBatchStreamWriter] = {}
+        self.task_upgrades: list[dict[str, Any]] = []
+
+    # -- intake ---------------------------------------------------------------------------------
+
+    def add(self, source: SourceFile, adapter: Adapter, items: list[Bundle | Quarantined]) -> None:
+        """Take one source's records (bundles wait for the next flush; quarantine markers are kept)."""
+        for item in items:
+            if isinstance(item, Quarantined):
+                self.quarantine(source, adapter.name, item)
+            else:
+                self.pending.append((source, adapter, item))
+
+    def quarantine(self, source: SourceFile, adapter_name: str, item: Quarantined) -> None:
+        """Count and keep one quarantined record."""
+        counts = self.report.counts[item.table]
         counts.read += 1
         counts.quarantined += 1
         raw = item.raw
-        quarantine_id = stable_id("quarantine", source.uri, source.sha256, item.locator, item.error)
-        if (quarantine_id,) in seen["quarantine"]:
-            continue
-        seen["quarantine"].add((quarantine_id,))
-        rows_by_table["quarantine"].append(
-            {
-                "quarantine_id": quarantine_id,
-                "ingest_id": report.ingest_id,
-                "table": item.table,
-                "adapter": adapter_name,
-                "source_uri": source.uri,
-                "locator": item.locator,
-                "error": item.error,
-                "raw": raw[:max_raw_bytes],
-                "raw_size": len(raw),
-                "raw_truncated": len(raw) > max_raw_bytes,
-                "recorded_at": now,
-            }
-        )
+        self.quarantine_rows.append({
+            "quarantine_id": stable_id("quarantine", source.uri, source.sha256, item.locator, item.error),
+            "ingest_id": self.report.ingest_id,
+            "table": item.table,
+            "adapter": adapter_name,
+            "source_uri": source.uri,
+            "locator": item.locator,
+            "error": item.error,
+            "raw": raw[: self.max_raw_bytes],
+            "raw_size": len(raw),
+            "raw_truncated": len(raw) > self.max_raw_bytes,
+            "recorded_at": self.now,
+        })
         logger.warning("quarantined %s %s: %s", source.path, item.locator, item.error)
 
-    metadata = {
-        "harvest.ingest_id": report.ingest_id,
-        "harvest.adapters": ",".join(sorted({a for a in report.sources.values()})),
-        "harvest.sources": json.dumps(sorted(report.sources))[:4096],
-        "harvest.tool_version": tool_version(),
-    }
-    for table in _WRITE_ORDER:
-        rows = rows_by_table.get(table)
-        if not rows:
-            continue
-        fresh = _drop_existing(lake, table, rows)
-        if table == "tasks":
-            upgraded = _upgrade_inferred_tasks(lake, [r for r in rows if r not in fresh], report.ingest_id, now, metadata)
-            report.counts[table].written += upgraded
-            report.counts[table].duplicate -= upgraded
-            if upgraded:
-                report.versions[table] = lake.version(table)
-        if table != "quarantine":
-            report.counts[table].duplicate += len(rows) - len(fresh)
-            report.counts[table].written += len(fresh)
-        if not fresh:
-            continue
-        if table != "quarantine":
-            for row in fresh:
-                row["ingest_id"] = report.ingest_id
-                row["ingested_at"] = now
-        report.versions[table] = lake.append(table, conform(table, fresh), metadata=metadata)
+    # -- staging --------------------------------------------------------------------------------
 
-    report.finished_at = datetime.now(UTC)
-    report.versions["ingests"] = lake.append("ingests", _ingest_row(report), metadata=metadata)
+    def flush(self) -> None:
+        """Validate, deduplicate and stage everything read since the last flush."""
+        # Within a batch the richer description of an entity wins (e.g. the longest call of a chat).
+        pending = sorted(self.pending, key=lambda item: -item[2].priority)
+        self.pending = []
+        counts_before = {t: replace(c) for t, c in self.report.counts.items()}
+        upgrades_before = len(self.task_upgrades)
+        fresh = self._fresh(pending)
+        tables = self._conformed(fresh)
+        if tables is None:  # some record does not fit its schema: quarantine it, stage the rest
+            self._forget(fresh)
+            self.report.counts.clear()
+            self.report.counts.update(counts_before)
+            del self.task_upgrades[upgrades_before:]
+            good: Pending = []
+            for source, adapter, bundle in pending:
+                problem = _misfit(bundle)
+                if problem:
+                    raw = json.dumps(bundle.rows, default=str, ensure_ascii=False)
+                    self.quarantine(source, adapter.name, adapter.quarantine(bundle.locator or "$", problem, raw))
+                else:
+                    good.append((source, adapter, bundle))
+            fresh = self._fresh(good)
+            tables = self._conformed(fresh) or {}
+        for table, rows in tables.items():
+            self._stage(table, rows)
+        self._stage_quarantine()
+
+    def _key_set(self, table: str) -> set[tuple[Any, ...]]:
+        if table not in self.keys:
+            key_cols = list(KEYS[table]) if table != "steps" else ["trajectory_id"]
+            present = self.lake.scan(table).select(key_cols).collect() if table != "steps" else None
+            self.keys[table] = set(present.iter_rows()) if present is not None else set()
+        return self.keys[table]
+
+    def _step_is_new(self, row: dict[str, Any]) -> bool:
+        # A trajectory's steps are numbered from 0 and written together, so a step is new iff its index
+        # is past those the lake holds (and it was not staged earlier in this ingest). A session that
+        # grew since the last ingest gets exactly its new steps.
+        if self.steps_in_lake is None:
+            counts = self.lake.scan("steps").group_by("trajectory_id").agg(pl.col("step_index").max()).collect()
+            self.steps_in_lake = {t: int(i) + 1 for t, i in counts.iter_rows()}
+        key = (row["trajectory_id"], row["step_index"])
+        staged = self._key_set("steps")
+        if row["step_index"] < self.steps_in_lake.get(row["trajectory_id"], 0) or key in staged:
+            return False
+        staged.add(key)
+        return True
+
+    def _fresh(self, pending: Pending) -> Fresh:
+        """The rows neither in the lake nor staged earlier in this ingest, by table; counts them."""
+        fresh: Fresh = defaultdict(list)
+        for _, _, bundle in pending:
+            for table, rows in bundle.rows.items():
+                counts = self.report.counts[table]
+                for row in rows:
+                    counts.read += 1
+                    if table == "steps":
+                        new = self._step_is_new(row)
+                    else:
+                        key = tuple(row[k] for k in KEYS[table])
+                        keys = self._key_set(table)
+                        new = key not in keys
+                        keys.add(key)
+                        if not new and table == "tasks" and (row.get("benchmark") or row.get("reference")):
+                            self.task_upgrades.append(row)
+                    if new:
+                        fresh[table].append(row)
+                    else:
+                        counts.duplicate += 1
+        return fresh
+
+    def _forget(self, fresh: Fresh) -> None:
+        """Undo the key bookkeeping of rows that were not staged after all."""
+        for table, rows in fresh.items():
+            keys = self._key_set(table)
+            for row in rows:
+                keys.discard(tuple(row[k] for k in KEYS[table]))
+
+    def _conformed(self, fresh: Fresh) -> dict[str, pa.Table] | None:
+        out = {}
+        for table, rows in fresh.items():
+            try:
+                out[table] = conform(table, [{**r, "ingest_id": self.report.ingest_id, "ingested_at": self.now}
+                                             for r in rows])
+            except SchemaMismatchError:
+                return None
+        return out
+
+    def _stage(self, table: str, rows: pa.Table) -> None:
+        if rows.num_rows == 0:
+            return
+        if table not in self.writers:
+            self.writers[table] = pa.ipc.new_stream(str(self.staging / f"{table}.arrows"), rows.schema)
+        self.writers[table].write_table(rows)
+        if table != "quarantine":
+            self.report.counts[table].written += rows.num_rows
+
+    def _stage_quarantine(self) -> None:
+        rows, self.quarantine_rows = self.quarantine_rows, []
+        keys = self._key_set("quarantine")
+        new = []
+        for row in rows:
+            if (row["quarantine_id"],) not in keys:
+                keys.add((row["quarantine_id"],))
+                new.append(row)
+        if new:
+            self._stage("quarantine", conform("quarantine", new))
+
+    # -- commit ---------------------------------------------------------------------------------
+
+    def commit(self) -> None:
+        """Stage what is left, give every table its one commit, then log the ingest."""
+        self.flush()
+        report = self.report
+        metadata = {
+            "harvest.ingest_id": report.ingest_id,
+            "harvest.adapters": ",".join(sorted(set(report.sources.values()))),
+            "harvest.sources": json.dumps(sorted(report.sources))[:4096],
+            "harvest.tool_version": tool_version(),
+        }
+        for writer in self.writers.values():
+            writer.close()
+        for table in _WRITE_ORDER:
+            if table == "tasks" and self.task_upgrades:
+                upgraded = _upgrade_inferred_tasks(self.lake, self.task_upgrades, report.ingest_id, self.now, metadata)
+                report.counts["tasks"].written += upgraded
+                report.counts["tasks"].duplicate -= upgraded
+                if upgraded:
+                    report.versions["tasks"] = self.lake.version("tasks")
+            if table in self.writers:
+                with pa.OSFile(str(self.staging / f"{table}.arrows")) as handle:
+                    report.versions[table] = self.lake.append_stream(table, pa.ipc.open_stream(handle),
+                                                                     metadata=metadata)
+        report.finished_at = datetime.now(UTC)
+        report.versions["ingests"] = self.lake.append("ingests", _ingest_row(report), metadata=metadata)
+
+
+def _misfit(bundle: Bundle) -> str:
+    """The first schema problem of one bundle's rows, or ``""``."""
+    for table, rows in bundle.rows.items():
+        try:
+            conform(table, [{**row, "ingest_id": "", "ingested_at": _EPOCH} for row in rows])
+        except SchemaMismatchError as exc:
+            return str(exc)
+    return ""
 
 
 def _upgrade_inferred_tasks(
@@ -360,13 +464,6 @@ def _upgrade_inferred_tasks(
     lake.merge_update("tasks", source, key="task_id", only_if="t.benchmark IS NULL AND t.reference IS NULL",
                       metadata=metadata)
     return source.num_rows
-
-
-def _drop_existing(lake: Lake, table: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    key_cols = KEYS[table]
-    keys = pl.DataFrame({k: [row[k] for row in rows] for k in key_cols})
-    present = {tuple(r) for r in lake.existing_keys(table, keys).iter_rows()}
-    return [row for row in rows if tuple(row[k] for k in key_cols) not in present]
 
 
 def _ingest_row(report: IngestReport) -> pa.Table:

@@ -198,6 +198,29 @@ class Lake:
 
     # -- writing --------------------------------------------------------------------------------
 
+    def append_stream(self, table: str, reader: pa.RecordBatchReader, *, metadata: Mapping[str, str] | None = None) -> int:
+        """Append a stream of record batches (already conforming to the schema) in one atomic commit,
+        without holding them in memory.
+
+        Returns:
+            The table version this commit created.
+
+        Raises:
+            SchemaMismatchError: the stream's schema is not the table's.
+        """
+        if not reader.schema.equals(schema_of(table)):
+            raise SchemaMismatchError(f"stream does not fit table {table!r}: {reader.schema} != {schema_of(table)}")
+        write_deltalake(
+            self.table_uri(table),
+            reader,
+            mode="append",
+            storage_options=self.storage_options,
+            commit_properties=CommitProperties(
+                custom_metadata=dict(metadata or {}), max_commit_retries=_MAX_COMMIT_RETRIES
+            ),
+        )
+        return self.version(table)
+
     def merge_update(self, table: str, rows: pa.Table, *, key: str, only_if: str, metadata: Mapping[str, str]) -> int:
         """Update the rows of ``table`` whose ``key`` matches ``rows`` and that satisfy ``only_if`` (a SQL
         predicate over target ``t`` and source ``s``), in one commit. Used only on small tables: delta-rs

@@ -33,14 +33,17 @@ import json, os, signal, sys
 from trajectory_lake import Lake, ingest
 from trajectory_lake.lake import Lake as LakeClass
 uri, options, after, *paths = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:]
-original, commits = LakeClass.append, []
-def append(self, table, rows, **kwargs):
-    version = original(self, table, rows, **kwargs)
-    commits.append(table)
-    if len(commits) == after:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return version
-LakeClass.append = append
+commits = []
+def crashing(original):
+    def commit(self, table, rows, **kwargs):
+        version = original(self, table, rows, **kwargs)
+        commits.append(table)
+        if len(commits) == after:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return version
+    return commit
+LakeClass.append = crashing(LakeClass.append)
+LakeClass.append_stream = crashing(LakeClass.append_stream)
 ingest(paths, Lake(uri, storage_options=options or None))
 """
 

@@ -20,17 +20,35 @@ __all__ = ["Adapter", "Labels", "RunGroup", "SourceFile"]
 Labels = dict[str, dict[str, float]]
 
 
-@dataclass(eq=False)
 class SourceFile:
-    """One input file, read whole (formats here are documents or line files of modest size).
+    """One input file. Its bytes are read on first use and can be released once it has been read, so
+    an ingest holds one file at a time however large the input.
 
-    Attributes:
-        path: where it was read from.
-        data: its bytes.
+    Args:
+        path: where it is read from.
+        data: its bytes, if already in memory (else read from ``path`` on first use).
     """
 
-    path: Path
-    data: bytes
+    def __init__(self, path: Path, data: bytes | None = None) -> None:
+        self.path = path
+        self._data = data
+
+    def __repr__(self) -> str:
+        return f"SourceFile({str(self.path)!r})"
+
+    @property
+    def data(self) -> bytes:
+        """The file's bytes."""
+        if self._data is None:
+            self._data = self.path.read_bytes()
+        return self._data
+
+    def release(self) -> None:
+        """Forget the bytes and everything parsed from them (the hash is kept)."""
+        self.__dict__["sha256"] = self.sha256
+        self._data = None
+        self.__dict__.pop("document", None)
+        self.__dict__.pop("text", None)
 
     @property
     def uri(self) -> str:
