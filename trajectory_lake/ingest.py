@@ -257,7 +257,8 @@ class _Writer:
         self.pending: Pending = []
         self.quarantine_rows: list[dict[str, Any]] = []
         self.keys: dict[str, set[tuple[Any, ...]]] = {}
-        self.steps_in_lake: dict[str, int] | None = None
+        self.step_masks: dict[str, int] | None = None
+        self.inferred_tasks: set[str] | None = None
         self.writers: dict[str, pa.RecordBatchStreamWriter] = {}
         self.task_upgrades: list[dict[str, Any]] = []
 
@@ -307,6 +308,8 @@ class _Writer:
             self._forget(fresh)
             self.report.counts.clear()
             self.report.counts.update(counts_before)
+            for row in self.task_upgrades[upgrades_before:]:
+                self._inferred_tasks().add(row["task_id"])
             del self.task_upgrades[upgrades_before:]
             good: Pending = []
             for source, adapter, bundle in pending:
@@ -324,23 +327,30 @@ class _Writer:
 
     def _key_set(self, table: str) -> set[tuple[Any, ...]]:
         if table not in self.keys:
-            key_cols = list(KEYS[table]) if table != "steps" else ["trajectory_id"]
-            present = self.lake.scan(table).select(key_cols).collect() if table != "steps" else None
-            self.keys[table] = set(present.iter_rows()) if present is not None else set()
+            present = self.lake.scan(table).select(list(KEYS[table])).collect()
+            self.keys[table] = set(present.iter_rows())
         return self.keys[table]
 
+    def _inferred_tasks(self) -> set[str]:
+        """Task ids whose lake row was only inferred from a trajectory (a dataset's row replaces it)."""
+        if self.inferred_tasks is None:
+            rows = (self.lake.scan("tasks").filter(pl.col("benchmark").is_null() & pl.col("reference").is_null())
+                    .select("task_id").collect())
+            self.inferred_tasks = set(rows["task_id"].to_list())
+        return self.inferred_tasks
+
     def _step_is_new(self, row: dict[str, Any]) -> bool:
-        # A trajectory's steps are numbered from 0 and written together, so a step is new iff its index
-        # is past those the lake holds (and it was not staged earlier in this ingest). A session that
-        # grew since the last ingest gets exactly its new steps.
-        if self.steps_in_lake is None:
-            counts = self.lake.scan("steps").group_by("trajectory_id").agg(pl.col("step_index").max()).collect()
-            self.steps_in_lake = {t: int(i) + 1 for t, i in counts.iter_rows()}
-        key = (row["trajectory_id"], row["step_index"])
-        staged = self._key_set("steps")
-        if row["step_index"] < self.steps_in_lake.get(row["trajectory_id"], 0) or key in staged:
+        # One bitset (a Python int) of step indices per trajectory — those in the lake and those staged
+        # by this ingest — instead of one key per step: memory stays small at millions of steps, and a
+        # session that grew since the last ingest gets exactly its new steps.
+        if self.step_masks is None:
+            held = self.lake.scan("steps").group_by("trajectory_id").agg(pl.col("step_index")).collect()
+            self.step_masks = {t: sum(1 << i for i in set(indices)) for t, indices in held.iter_rows()}
+        trajectory, bit = row["trajectory_id"], 1 << row["step_index"]
+        mask = self.step_masks.get(trajectory, 0)
+        if mask & bit:
             return False
-        staged.add(key)
+        self.step_masks[trajectory] = mask | bit
         return True
 
     def _fresh(self, pending: Pending) -> Fresh:
@@ -358,8 +368,10 @@ class _Writer:
                         keys = self._key_set(table)
                         new = key not in keys
                         keys.add(key)
-                        if not new and table == "tasks" and (row.get("benchmark") or row.get("reference")):
+                        if (not new and table == "tasks" and (row.get("benchmark") or row.get("reference"))
+                                and row["task_id"] in self._inferred_tasks()):
                             self.task_upgrades.append(row)
+                            self._inferred_tasks().discard(row["task_id"])
                     if new:
                         fresh[table].append(row)
                     else:
@@ -369,6 +381,11 @@ class _Writer:
     def _forget(self, fresh: Fresh) -> None:
         """Undo the key bookkeeping of rows that were not staged after all."""
         for table, rows in fresh.items():
+            if table == "steps":
+                assert self.step_masks is not None
+                for row in rows:
+                    self.step_masks[row["trajectory_id"]] &= ~(1 << row["step_index"])
+                continue
             keys = self._key_set(table)
             for row in rows:
                 keys.discard(tuple(row[k] for k in KEYS[table]))

@@ -122,7 +122,10 @@ def as_timestamp(value: Any) -> datetime | None:  # noqa: ANN401 - validated her
         if not math.isfinite(value):
             raise ValueError(f"timestamp is not finite: {value!r}")
         seconds = value / 1000 if value > 1e11 else value
-        return datetime.fromtimestamp(seconds, tz=UTC)
+        try:
+            return datetime.fromtimestamp(seconds, tz=UTC)
+        except (OverflowError, OSError, ValueError) as exc:  # out of the platform's time range
+            raise ValueError(f"timestamp out of range: {value!r}") from exc
     if isinstance(value, str):
         text = value.strip().replace("Z", "+00:00")
         parsed = datetime.fromisoformat(text)

@@ -1,0 +1,543 @@
+"""Lake benchmark at scale: ingest throughput, peak memory and a curated slice query, against baselines.
+
+Builds a large corpus on disk from the real OpenHands evaluation sample (``output.jsonl`` lines, many
+trajectories per file, one run per file) plus the matching SWE-bench ``tasks.jsonl`` rows (each run,
+and so each task, on one of eight SWE-bench benchmarks), then prints one table:
+
+* **ingest**: ``trajectory_lake.ingest`` into a new lake (in a child process) → trajectories/s,
+  steps/s, MB/s of input, against the *floor*: writing the same rows (read back from the lake as
+  Arrow, one table at a time) with plain ``pyarrow.parquet.write_table`` (default compression on both
+  sides: snappy). Target: <= 1.5x the floor.
+* **peak memory**: the ingest child's peak RSS for a quarter of the corpus (the first quarter of the
+  files: same file size) and for all of it, next to a child that only imports Harvest. Target: flat in
+  input size.
+* **slice query**: one benchmark + the ``resolved`` label via ``resolve_slice`` + ``scan_slice``,
+  against a full scan (candidates, outcomes and tasks read whole into polars, filtered and joined in
+  memory) and DuckDB over the same tables' ``to_pyarrow_dataset()`` (projection/filter pushdown into
+  the Parquet scan). DuckDB is optional (``pip install duckdb``); its row is skipped without it.
+
+Usage::
+
+    python benchmarks/lake.py                                   # the issue's size: 100k traj., ~3M steps
+    python benchmarks/lake.py --trajectories 10000 --steps 30   # a few minutes on 2 cores
+    python benchmarks/lake.py --trajectories 10000 --profile    # + cProfile top of the ingest
+
+Disk: events stay as OpenHands writes them (actions and observations both carry the model response),
+only every string is capped at ``--max-text``: about 85-100 KB of input per trajectory of 30 events, so
+the default size writes ~9 GB of corpus, plus the lake, the ingest's staging files (under the workdir)
+and the floor's Parquet files. Lower ``--max-text`` to shrink it. ``--workdir`` puts
+everything under a given folder (default: a new temporary folder); ``--keep`` leaves it there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow.parquet as pq
+
+from trajectory_lake import Lake
+from trajectory_lake.slices import SliceSpec, resolve_slice, scan_slice
+
+SAMPLE = (
+    Path(__file__).resolve().parents[2]
+    / "shared/data/formats/openhands/official_example_multi_swe_bench_output.jsonl"
+)
+# The eight benchmarks the SWE-bench family knows by name (``adapters.swebench.infer_benchmark``): an
+# OpenHands run on dataset ``princeton-nlp/SWE-bench_<X>`` gets benchmark ``swe-bench-<x>`` and the same
+# task ids as the tasks.jsonl rows (a ``multi-swe-bench`` dataset would be a different task family).
+BENCHMARKS = ("lite", "verified", "full", "multimodal", "extra", "java", "multilingual", "live")
+REPOS = (
+    "django__django",
+    "sympy__sympy",
+    "astropy__astropy",
+    "ponylang__ponyc",
+    "scikit-learn__scikit-learn",
+    "sphinx-doc__sphinx",
+    "pytest-dev__pytest",
+    "matplotlib__matplotlib",
+    "psf__requests",
+    "pydata__xarray",
+)
+MODELS = (
+    "openai/openrouter-llama-4-maverick",
+    "anthropic/claude-3-5-sonnet",
+    "openai/gpt-4o",
+    "deepseek/deepseek-chat",
+)
+TABLES = ("tasks", "runs", "trajectories", "steps", "candidates", "outcomes")
+MB = 1e6
+
+# --------------------------------------------------------------------------------------------------
+# Corpus (streamed: one template per sample record, placeholders filled per trajectory)
+# --------------------------------------------------------------------------------------------------
+
+
+def _cap(value: Any, limit: int) -> Any:
+    """``value`` with every string cut to ``limit`` characters."""
+    if isinstance(value, str):
+        return value[:limit]
+    if isinstance(value, list):
+        return [_cap(v, limit) for v in value]
+    if isinstance(value, dict):
+        return {k: _cap(v, limit) for k, v in value.items()}
+    return value
+
+
+def _mark(event: dict[str, Any]) -> dict[str, Any]:
+    """Put placeholders where a trajectory's events must differ: ids, causes, texts and tool call ids."""
+    event = json.loads(json.dumps(event))
+    event["id"] = "@@ID@@"
+    if event.get("cause") is not None:
+        event["cause"] = "@@CAUSE@@"
+    for key in ("content", "message"):
+        if isinstance(event.get(key), str):
+            event[key] += " @@V@@"
+    args = event.get("args") or {}
+    for key in ("command", "thought", "content", "file_text", "new_str"):
+        if isinstance(args.get(key), str) and args[key]:
+            args[key] += " @@V@@"
+    tcm = event.get("tool_call_metadata") or {}
+    if isinstance(tcm.get("tool_call_id"), str):
+        tcm["tool_call_id"] += "@@C@@"
+    response = tcm.get("model_response") or {}
+    if isinstance(response.get("id"), str):
+        response["id"] += "@@C@@"
+    for choice in response.get("choices") or []:
+        for call in (choice.get("message") or {}).get("tool_calls") or []:
+            if isinstance(call.get("id"), str):
+                call["id"] += "@@C@@"
+    return event
+
+
+class _Template:
+    """One sample record split into head events (system, task message, recall), a body of tool
+    actions and observations (cycled to reach the wanted length) and the closing event."""
+
+    def __init__(self, record: dict[str, Any], max_text: int) -> None:
+        history = record["history"]
+        first_body = next(
+            i
+            for i, e in enumerate(history)
+            if i > 0
+            and e.get("action") not in (None, "system", "message", "recall")
+            and e.get("observation") is None
+        )
+        finish = history[-1] if history[-1].get("action") == "finish" else None
+        body = history[first_body : len(history) - (finish is not None)]
+        self.head = [self._dump(e, max_text) for e in history[:first_body]]
+        self.body = [self._dump(e, max_text) for e in body]
+        self.finish = self._dump(finish, max_text) if finish else None
+        self.head_ids = [(e.get("id"), e.get("cause")) for e in history[:first_body]]
+        base = body[0]["id"]
+        self.body_ids = [
+            (e["id"] - base, None if e.get("cause") is None else e["cause"] - base) for e in body
+        ]
+        self.stride = body[-1]["id"] - base + 1
+        record = _cap({k: v for k, v in record.items() if k != "history"}, max_text)
+        record["instance_id"] = "@@IID@@"
+        record["instruction"] += " @@V@@"
+        record["history"] = "@@HISTORY@@"
+        record["metadata"].update(dataset="@@DATASET@@", eval_output_dir="@@OUTDIR@@", start_time="@@START@@")
+        record["metadata"]["llm_config"].update(model="@@MODEL@@", log_completions_folder=None)
+        record["test_result"] = {
+            "git_patch": record["test_result"]["git_patch"] + "\n+// @@V@@\n",
+            "report": {"resolved": "@@RESOLVED@@"},
+        }
+        instance = record["instance"]
+        instance.update(
+            instance_id="@@IID@@", repo="@@REPO@@", problem_statement=instance["problem_statement"] + " @@V@@"
+        )
+        self.patch = record["test_result"]["git_patch"]
+        self.problem = instance["problem_statement"]
+        self.base_commit = instance.get("base_commit")
+        self.record = json.dumps(record)
+
+    @staticmethod
+    def _dump(event: dict[str, Any], max_text: int) -> str:
+        return json.dumps(_mark(_cap(event, max_text)))
+
+    def line(self, n_events: int, variant: str, fill: dict[str, str], resolved: bool) -> tuple[str, int]:
+        events = []
+        for text, (eid, cause) in zip(self.head, self.head_ids, strict=True):
+            events.append(self._fill(text, eid, cause, variant, ""))
+        next_id = (self.head_ids[-1][0] or 0) + 1
+        for j in range(max(1, n_events - len(self.head) - (self.finish is not None))):
+            c, k = divmod(j, len(self.body))
+            offset = next_id + c * self.stride
+            eid, cause = self.body_ids[k]
+            events.append(
+                self._fill(
+                    self.body[k], offset + eid, None if cause is None else offset + cause, variant, f"-{c}"
+                )
+            )
+        if self.finish:
+            events.append(self._fill(self.finish, offset + self.stride, None, variant, "-end"))
+        text = self.record.replace('"@@HISTORY@@"', "[" + ", ".join(events) + "]")
+        text = text.replace('"@@RESOLVED@@"', "true" if resolved else "false").replace("@@V@@", variant)
+        for key, value in fill.items():
+            text = text.replace(key, value)
+        return text, len(events)
+
+    @staticmethod
+    def _fill(text: str, eid: int, cause: int | None, variant: str, cycle: str) -> str:
+        text = text.replace('"@@ID@@"', str(eid)).replace("@@V@@", variant).replace("@@C@@", cycle)
+        return text.replace('"@@CAUSE@@"', str(cause)) if cause is not None else text
+
+
+def build_corpus(
+    root: Path, *, trajectories: int, steps: int, files: int, max_text: int, seed: int
+) -> dict[str, Any]:
+    """Write ``files`` OpenHands ``output.jsonl`` runs and their tasks' shards under ``root``, streaming."""
+    templates = [
+        _Template(json.loads(line), max_text) for line in SAMPLE.read_text().splitlines() if line.strip()
+    ]
+    rng = random.Random(seed)
+    events = resolved = 0
+    paths = []
+    for k in range(files):
+        lo, hi = trajectories * k // files, trajectories * (k + 1) // files
+        bench = BENCHMARKS[k % len(BENCHMARKS)]
+        model = MODELS[k % len(MODELS)]
+        run_dir = root / "openhands" / f"run-{k:04d}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        note = f"{model.split('/')[-1]}_maxiter_100_N_v0.35.0-bench-run_{k}"
+        fill = {
+            "@@DATASET@@": f"princeton-nlp/SWE-bench_{bench.capitalize()}",
+            "@@OUTDIR@@": f"evaluation/outputs/princeton-nlp__SWE-bench_{bench}/CodeActAgent/{note}",
+            "@@MODEL@@": model,
+            "@@START@@": f"2025-05-{1 + k % 28:02d} 12:00:00",
+        }
+        tasks_path = root / "tasks" / f"tasks-{k:04d}.jsonl"
+        tasks_path.parent.mkdir(parents=True, exist_ok=True)
+        with (run_dir / "output.jsonl").open("w") as out, tasks_path.open("w") as tasks:
+            for i in range(lo, hi):
+                template = templates[i % len(templates)]
+                repo = REPOS[i % len(REPOS)]
+                instance_id = f"{repo}-{100000 + i}"
+                variant = f"[v{i}]"
+                n_events = max(6, round(rng.uniform(0.5, 1.5) * steps))
+                label = rng.random() < 0.3
+                resolved += label
+                line, n = template.line(
+                    n_events,
+                    variant,
+                    {**fill, "@@IID@@": instance_id, "@@REPO@@": repo.replace("__", "/")},
+                    label,
+                )
+                out.write(line + "\n")
+                events += n
+                tasks.write(
+                    json.dumps(
+                        {
+                            "instance_id": instance_id,
+                            "repo": repo.replace("__", "/"),
+                            "base_commit": template.base_commit,
+                            "problem_statement": template.problem.replace("@@V@@", variant),
+                            "patch": template.patch.replace("@@V@@", variant),
+                            "benchmark": f"swe-bench-{bench}",
+                        }
+                    )
+                    + "\n"
+                )
+        paths.append((run_dir / "output.jsonl", tasks_path))
+    size = sum(p.stat().st_size for pair in paths for p in pair)
+    return {"paths": paths, "events": events, "resolved": resolved, "bytes": size}
+
+
+def link_subset(root: Path, paths: list[tuple[Path, Path]]) -> int:
+    """A corpus of some of the files (symlinks; ingest resolves them, so run groups are the same)."""
+    size = 0
+    for output, tasks in paths:
+        for path in (output, tasks):
+            link = root / path.parent.name / path.name
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(path)
+            size += path.stat().st_size
+    return size
+
+
+# --------------------------------------------------------------------------------------------------
+# Ingest in a child process (its own peak RSS; optionally profiled)
+# --------------------------------------------------------------------------------------------------
+
+_CHILD = """
+import json, resource, sys, time
+from trajectory_lake import Lake, ingest
+corpus, lake, profile = sys.argv[1], sys.argv[2], sys.argv[3]
+if corpus == "-":
+    print(json.dumps({"maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss})); sys.exit()
+if profile != "-":
+    import cProfile; prof = cProfile.Profile(); prof.enable()
+started = time.perf_counter()
+report = ingest([corpus], Lake(lake))
+seconds = time.perf_counter() - started
+if profile != "-":
+    prof.disable(); prof.dump_stats(profile)
+print(json.dumps({"seconds": seconds, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                  "written": {t: c.written for t, c in report.counts.items()},
+                  "quarantined": report.total("quarantined")}))
+"""
+
+
+def ingest_child(
+    corpus: Path | str, lake: Path | str, tmp: Path, profile: Path | None = None
+) -> dict[str, Any]:
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(corpus), str(lake), str(profile or "-")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"ingest child failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# --------------------------------------------------------------------------------------------------
+# Floor and slice baselines
+# --------------------------------------------------------------------------------------------------
+
+
+def floor_write(lake: Lake, out: Path) -> float:
+    """Seconds to write every table's rows with plain ``pyarrow.parquet.write_table`` (reads not timed)."""
+    total = 0.0
+    out.mkdir(parents=True, exist_ok=True)
+    for table in TABLES:
+        rows = lake.delta_table(table).to_pyarrow_table()
+        started = time.perf_counter()
+        pq.write_table(rows, out / f"{table}.parquet")
+        total += time.perf_counter() - started
+        del rows
+    shutil.rmtree(out)
+    return total
+
+
+def full_scan(lake: Lake, benchmark: str) -> int:
+    """Read candidates, outcomes and tasks whole (no pushdown), filter and join in memory."""
+    candidates = pl.from_arrow(lake.delta_table("candidates").to_pyarrow_table())
+    outcomes = pl.from_arrow(lake.delta_table("outcomes").to_pyarrow_table())
+    tasks = pl.from_arrow(lake.delta_table("tasks").to_pyarrow_table())
+    labels = (
+        outcomes.filter(pl.col("name") == "resolved")
+        .group_by("candidate_id")
+        .agg(label=pl.col("value").mean())
+    )
+    rows = (
+        candidates.filter(
+            (pl.col("kind") == "patch") & (pl.col("content").fill_null("").str.strip_chars() != "")
+        )
+        .join(labels, on="candidate_id")
+        .join(
+            tasks.filter(pl.col("benchmark") == benchmark).select("task_id", "prompt", "benchmark", "repo"),
+            on="task_id",
+        )
+    )
+    return rows.height
+
+
+def duckdb_query(lake: Lake, benchmark: str) -> int:
+    import duckdb
+
+    con = duckdb.connect()
+    for table in ("candidates", "outcomes", "tasks"):
+        con.register(table, lake.delta_table(table).to_pyarrow_dataset())
+    rows = con.sql(
+        """
+        WITH labels AS (SELECT candidate_id, avg(value) AS label FROM outcomes WHERE name = 'resolved'
+                        GROUP BY candidate_id)
+        SELECT c.candidate_id, c.trajectory_id, c.task_id, c.content, l.label, t.prompt, t.benchmark, t.repo
+        FROM candidates c JOIN labels l USING (candidate_id) JOIN tasks t USING (task_id)
+        WHERE c.kind = 'patch' AND trim(coalesce(c.content, '')) <> '' AND t.benchmark = $benchmark
+        """,
+        params={"benchmark": benchmark},
+    ).to_arrow_table()
+    con.close()
+    return rows.num_rows
+
+
+def _time(fn, repeat: int) -> tuple[float, Any]:
+    runs, result = [], None
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = fn()
+        runs.append(time.perf_counter() - started)
+    return statistics.median(runs), result
+
+
+def _du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def _ram_gib() -> float:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError):
+        return float("nan")
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--trajectories", type=int, default=100_000)
+    parser.add_argument("--steps", type=int, default=30, help="mean events per trajectory")
+    parser.add_argument("--files", type=int, default=100, help="output.jsonl files (one run each)")
+    parser.add_argument("--max-text", type=int, default=1000, help="cap on every string of an event (chars)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="repeats of the (cheap) floor and query timings"
+    )
+    parser.add_argument("--benchmark", default="swe-bench-verified", help="the slice's one benchmark")
+    parser.add_argument(
+        "--workdir", type=Path, default=None, help="where the corpus and lakes go (default: temp)"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the workdir")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also print a cProfile top-15 of an ingest of the quarter corpus",
+    )
+    args = parser.parse_args()
+    if not SAMPLE.is_file():
+        sys.exit(f"sample not found: {SAMPLE}")
+    if args.files < 4 or args.trajectories < args.files:
+        sys.exit("need --files >= 4 and --trajectories >= --files")
+
+    work = Path(tempfile.mkdtemp(prefix="harvest-bench-", dir=args.workdir))
+    try:
+        run(args, work)
+    finally:
+        if args.keep:
+            print(f"\nkept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run(args: argparse.Namespace, work: Path) -> None:
+    tmp = work / "tmp"
+    tmp.mkdir()
+    started = time.perf_counter()
+    corpus = build_corpus(
+        work / "corpus",
+        trajectories=args.trajectories,
+        steps=args.steps,
+        files=args.files,
+        max_text=args.max_text,
+        seed=args.seed,
+    )
+    t_gen = time.perf_counter() - started
+    quarter = args.files // 4
+    small_mb = link_subset(work / "corpus-quarter", corpus["paths"][:quarter]) / MB
+    size_mb = corpus["bytes"] / MB
+    print(
+        f"corpus: {args.trajectories} trajectories, {corpus['events']} events, {args.files} files, "
+        f"{size_mb:.0f} MB, {corpus['resolved']} resolved; generated in {t_gen:.0f} s",
+        flush=True,
+    )
+
+    baseline = ingest_child("-", "-", tmp)
+    small = ingest_child(work / "corpus-quarter", work / "lake-quarter", tmp)
+    shutil.rmtree(work / "lake-quarter")
+    profile = None
+    if args.profile:  # a separate, profiled ingest of the quarter corpus: cProfile would skew the timed one
+        profile = work / "ingest.prof"
+        ingest_child(work / "corpus-quarter", work / "lake-profiled", tmp, profile)
+        shutil.rmtree(work / "lake-profiled")
+    full = ingest_child(work / "corpus", work / "lake", tmp)
+    lake = Lake(work / "lake")
+    lake_mb = sum(_du(work / "lake" / t) for t in TABLES) / MB
+    n_traj, n_steps = full["written"]["trajectories"], full["written"]["steps"]
+    print(
+        f"ingest: {full['seconds']:.0f} s, written {full['written']}, quarantined {full['quarantined']}; "
+        f"lake {lake_mb:.0f} MB",
+        flush=True,
+    )
+
+    t_floor, _ = _time(lambda: floor_write(lake, work / "floor"), args.repeat)
+
+    spec = SliceSpec(name="bench", benchmarks=[args.benchmark], label="resolved")
+    t_resolve, manifest = _time(lambda: resolve_slice(lake, spec), args.repeat)
+    t_scan, n_slice = _time(lambda: scan_slice(lake, manifest).collect().height, args.repeat)
+    t_full, n_full = _time(lambda: full_scan(lake, args.benchmark), args.repeat)
+    try:
+        t_duck, n_duck = _time(lambda: duckdb_query(lake, args.benchmark), args.repeat)
+    except ImportError:
+        t_duck, n_duck = None, None
+
+    rss = {
+        name: r["maxrss_kb"] / 1024 for name, r in (("import", baseline), ("quarter", small), ("full", full))
+    }
+    print()
+    print(
+        f"Harvest lake benchmark: {n_traj} trajectories, {n_steps} steps, {size_mb:.0f} MB of OpenHands "
+        f"output.jsonl in {args.files} files (+ tasks.jsonl shards); --steps {args.steps} "
+        f"--max-text {args.max_text} --seed {args.seed}"
+    )
+    print(
+        f"machine: {os.cpu_count()} cores, {_ram_gib():.0f} GiB RAM, {platform.python_implementation()} "
+        f"{platform.python_version()}, {platform.machine()}; "
+        f"timings: ingest once, the rest median of {args.repeat}"
+    )
+    print(f"{'what':<52}{'seconds':>9}{'traj/s':>9}{'steps/s':>10}{'MB/s':>7}{'x base':>8}")
+
+    def row(name: str, t: float | None, base: float | None, traj: bool = True) -> None:
+        if t is None:
+            print(f"{name:<52}{'n/a':>9}")
+            return
+        ratio = f"{t / base:>8.1f}" if base else f"{'':>8}"
+        rates = f"{n_traj / t:>9.0f}{n_steps / t:>10.0f}{size_mb / t:>7.1f}" if traj else f"{'':>26}"
+        print(f"{name:<52}{t:>9.2f}{rates}{ratio}")
+
+    row("harvest ingest (new lake, one commit per table)", full["seconds"], t_floor)
+    row("floor: pyarrow.parquet.write_table of the rows", t_floor, t_floor)
+    print(f"{'  ingest / floor (target <= 1.5x)':<52}{full['seconds'] / t_floor:>9.1f}x")
+    print(f"{'peak RSS, MiB':<52}{'':>9}")
+    print(f"{'  import only':<52}{rss['import']:>9.0f}")
+    print(
+        f"{f'  ingest 1/4 corpus ({small_mb:.0f} MB, {quarter} files)':<52}{rss['quarter']:>9.0f}"
+        f"   ({small['seconds']:.1f} s)"
+    )
+    print(
+        f"{f'  ingest full corpus ({size_mb:.0f} MB, {args.files} files)':<52}{rss['full']:>9.0f}"
+        f"   full/quarter = {rss['full'] / rss['quarter']:.2f} (target: flat, ~1.0)"
+    )
+    print(
+        f"slice: benchmark {args.benchmark}, label resolved -> {n_slice} rows "
+        f"(full scan {n_full}, duckdb {n_duck})"
+    )
+    base = t_full
+    row("  harvest resolve_slice", t_resolve, base, traj=False)
+    row("  harvest scan_slice(...).collect()", t_scan, base, traj=False)
+    row("  harvest resolve + scan", t_resolve + t_scan, base, traj=False)
+    row("  full scan: 3 tables whole into polars + filter", t_full, base, traj=False)
+    row("  duckdb over to_pyarrow_dataset() (pushdown)", t_duck, base, traj=False)
+
+    if profile:
+        import pstats
+
+        print("\ningest cProfile (quarter corpus, separate run), top 15 by internal time:")
+        pstats.Stats(str(profile)).sort_stats("tottime").print_stats(15)
+        print("top 15 by cumulative time:")
+        pstats.Stats(str(profile)).sort_stats("cumulative").print_stats(15)
+
+
+if __name__ == "__main__":
+    main()
