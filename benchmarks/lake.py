@@ -421,6 +421,8 @@ def main() -> None:
     if args.files < 4 or args.trajectories < args.files:
         sys.exit("need --files >= 4 and --trajectories >= --files")
 
+    if args.workdir is not None:
+        Path(args.workdir).mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="harvest-bench-", dir=args.workdir))
     try:
         run(args, work)
