@@ -44,7 +44,7 @@ logger = logging.getLogger(__name__)
 
 DATA_SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj")
 DEFAULT_MAX_RAW_BYTES = 1 << 20
-DEFAULT_FLUSH_BYTES = 64 << 20
+DEFAULT_FLUSH_BYTES = 16 << 20
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Tables written per ingest, in this order (parents before children only for readability: ids make
 # any order safe to re-run).
