@@ -336,7 +336,8 @@ def conform(table: str, rows: pa.Table | Iterable[Mapping[str, Any]]) -> pa.Tabl
                 f"rows do not fit table {table!r}: unknown columns {sorted(unknown)}, missing {sorted(missing)}"
             )
         rows = rows.select(schema.names).cast(schema)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, KeyError, ValueError) as exc:
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, KeyError, ValueError,
+            OverflowError) as exc:  # OverflowError: an integer beyond int64
         raise SchemaMismatchError(f"rows do not fit table {table!r}: {exc}") from exc
     nulls = [f.name for f in schema if not f.nullable and rows.column(f.name).null_count]
     if nulls:

@@ -80,8 +80,8 @@ class SourceFile:
             return json.loads(self.text)
         except UnicodeDecodeError as exc:
             raise ValueError(f"not UTF-8 text: {exc}") from exc
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"invalid JSON: {exc}") from exc
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, over-long integers, deep nesting
+            raise ValueError(f"invalid JSON: {_brief(exc)}") from exc
 
     def head(self, n: int = 65536) -> bytes:
         """The first ``n`` bytes, for cheap sniffing."""
@@ -95,7 +95,7 @@ class SourceFile:
                 continue
             try:
                 out.append(json.loads(raw))
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except (ValueError, RecursionError):  # includes JSON and UTF-8 decode errors
                 continue
             if len(out) >= limit:
                 break
@@ -112,7 +112,7 @@ class SourceFile:
         if len(lines) >= 2:
             try:
                 json.loads(lines[0])
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except (ValueError, RecursionError):  # includes JSON and UTF-8 decode errors
                 return True
             return False  # the first line is a whole JSON value: JSONL
         return True
@@ -216,7 +216,14 @@ class Adapter(ABC):
             except UnicodeDecodeError as exc:
                 yield self.quarantine(f"line {number}", f"not UTF-8 text: {exc}", raw)
                 continue
-            except json.JSONDecodeError as exc:
-                yield self.quarantine(f"line {number}", f"invalid JSON: {exc}", raw)
+            except (ValueError, RecursionError) as exc:  # JSONDecodeError, over-long integers, deep nesting
+                yield self.quarantine(f"line {number}", f"invalid JSON: {_brief(exc)}", raw)
                 continue
             yield number, raw, value
+
+
+def _brief(exc: BaseException) -> str:
+    """A one-line reason for a JSON failure (RecursionError's own text says nothing useful)."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return str(exc)

@@ -8,6 +8,7 @@ the harness name and a SHA-256 of its prompt (or, with no prompt, the harness's 
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any, Final
 
@@ -24,6 +25,7 @@ __all__ = [
     "raw_json",
     "resolve_task_id",
     "str_or_none",
+    "whole_or_none",
 ]
 
 # SWE-bench (and its Lite / Verified / Multimodal / Gym relatives) instance ids: ``owner__repo-123``.
@@ -100,6 +102,19 @@ def number_or_none(value: Any, *, what: str) -> float | None:  # noqa: ANN401
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{what} must be a number, got {value!r}")
     return float(value)
+
+
+def whole_or_none(value: float | None, *, what: str) -> int | None:
+    """A number from :func:`number_or_none` as ``int`` (a count); ``None`` stays ``None``.
+
+    Raises:
+        ValueError: it is not finite (``int()`` raises OverflowError on infinity).
+    """
+    if value is None:
+        return None
+    if not math.isfinite(value):
+        raise ValueError(f"{what} must be a finite number, got {value!r}")
+    return int(value)
 
 
 def str_or_none(value: Any, *, what: str) -> str | None:  # noqa: ANN401

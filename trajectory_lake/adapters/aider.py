@@ -140,13 +140,17 @@ class AiderResult(Adapter):
             attach = len(sessions) == 1
         transcript["attached"] = attach
         version = next((s.version for s in sessions if s.version), None)
-        run = make_run(
-            name=group.run_name,
-            harness=HARNESS,
-            harness_version=version,
-            model=system,
-            benchmark=infer_benchmark(None, source.path),
-        )
+        try:
+            run = make_run(
+                name=group.run_name,
+                harness=HARNESS,
+                harness_version=version,
+                model=system,
+                benchmark=infer_benchmark(None, source.path),
+            )
+        except ValueError as exc:  # a name the run id cannot hash (a lone surrogate)
+            yield self.quarantine("$", str(exc), source.data)
+            return
         context = _Context(source, run, instance_id, transcript)
 
         if chosen_position is None:

@@ -336,7 +336,7 @@ class _Trial:
             raw = path.read_bytes()
             try:
                 result = json.loads(raw)
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            except (ValueError, RecursionError) as exc:  # not UTF-8 / JSON, a number too long, too deep
                 self.problems.append(("result.json", f"trial result is not valid JSON: {exc}", raw))
             else:
                 if isinstance(result, dict):
@@ -378,7 +378,7 @@ def _parse_reward(raw: bytes, *, json_file: bool) -> dict[str, Any]:
     if json_file:
         try:
             value = json.loads(text)
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, a number too long, nesting too deep
             raise ValueError(f"verifier reward.json is not valid JSON: {exc}") from exc
         if not isinstance(value, dict) or not value:
             raise ValueError(f"verifier reward.json must be an object of named rewards, got {text[:200]!r}")

@@ -211,7 +211,7 @@ class _Session:
         if _is_envelope(value):
             kind, payload = value["type"], value["payload"]
             if not isinstance(payload, dict):
-                raise ValueError(f"{kind} payload must be an object, got {type(payload).__name__}")
+                raise ValueError(f"{kind!r} payload must be an object, got {type(payload).__name__}")
             timestamp = as_timestamp(value["timestamp"])
         elif first and "id" in value and "type" not in value:
             kind, payload, timestamp = "session_meta", value, as_timestamp(value.get("timestamp"))
@@ -586,7 +586,7 @@ def _tool_output(output: Any, what: str) -> tuple[str | list[Any] | None, bool |
     if output.startswith("{"):
         try:
             parsed = json.loads(output)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # JSONDecodeError, a number too long, nesting too deep
             parsed = None
         metadata = parsed.get("metadata") if isinstance(parsed, dict) else None
         if isinstance(metadata, dict) and isinstance(metadata.get("exit_code"), int):

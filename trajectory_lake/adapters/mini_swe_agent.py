@@ -70,10 +70,13 @@ class MiniSweAgentTrajectory(Adapter):
 
     def hints(self, source: SourceFile) -> dict[str, str]:
         try:
-            info = source.document.get("info") or {}
-        except (ValueError, AttributeError):
+            document = source.document
+        except ValueError:
             return {}
-        model = ((info.get("config") or {}).get("model") or {}).get("model_name")
+        if not isinstance(document, dict):
+            return {}
+        info = _dict_or_empty(document.get("info"))
+        model = _dict_or_empty(_dict_or_empty(info.get("config")).get("model")).get("model_name")
         hints = {"harness": "mini-swe-agent"}
         if isinstance(model, str):
             hints["model"] = model
@@ -179,6 +182,10 @@ class MiniSweAgentTrajectory(Adapter):
             timestamp=as_timestamp(extra.get("timestamp")),
             extra=leftovers,
         )
+
+
+def _dict_or_empty(value: Any) -> dict[str, Any]:  # noqa: ANN401 - a damaged file may hold anything
+    return value if isinstance(value, dict) else {}
 
 
 def _float_or_none(value: Any) -> float | None:  # noqa: ANN401

@@ -61,6 +61,7 @@ from trajectory_lake.adapters._harness_common import (
     raw_json,
     resolve_task_id,
     str_or_none,
+    whole_or_none,
 )
 from trajectory_lake.adapters.swebench import infer_benchmark
 from trajectory_lake.records import (
@@ -294,7 +295,7 @@ class MoatlessTransitions(Adapter):
                         "arguments": json.dumps(arguments, ensure_ascii=False),
                     }
                 ],
-                tokens=int(output_tokens) if output_tokens is not None else None,
+                tokens=whole_or_none(output_tokens, what=f"{where}.output_tokens"),
                 timestamp=timestamp,
                 extra=extra,
             )
@@ -413,13 +414,17 @@ class MoatlessSearchTree(Adapter):
             yield self.quarantine("$", str(exc), source.data)
             return
         agent = document.get("agent") if isinstance(document.get("agent"), dict) else {}
-        run = make_run(
-            name=group.run_name,
-            harness=HARNESS,
-            model=_tree_model(document),
-            benchmark=infer_benchmark(None, source.path) if is_swe_instance(instance_id) else None,
-            config={k: v for k, v in document.items() if k not in ("nodes", "root", "metadata")},
-        )
+        try:
+            run = make_run(
+                name=group.run_name,
+                harness=HARNESS,
+                model=_tree_model(document),
+                benchmark=infer_benchmark(None, source.path) if is_swe_instance(instance_id) else None,
+                config={k: v for k, v in document.items() if k not in ("nodes", "root", "metadata")},
+            )
+        except ValueError as exc:  # a name the run id cannot hash (a lone surrogate)
+            yield self.quarantine("$", str(exc), source.data)
+            return
         try:
             branches = tree.branches()
             finished = [leaf for leaf in branches if tree.is_finished(leaf)]

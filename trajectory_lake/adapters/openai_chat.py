@@ -34,6 +34,7 @@ and diverge later cannot be told apart without a session id.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -139,7 +140,11 @@ def _float_or_none(value: Any) -> float | None:  # noqa: ANN401
 
 
 def _int_or_none(value: Any) -> int | None:  # noqa: ANN401
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):  # int() raises OverflowError on infinity
+        raise ValueError(f"expected a finite number, got {value!r}")
+    return int(value)
 
 
 def _dict(value: Any) -> dict[str, Any]:  # noqa: ANN401
@@ -178,7 +183,7 @@ def _canonical_arguments(arguments: str | None) -> Any:  # noqa: ANN401
         return None
     try:
         return json.loads(arguments)
-    except (json.JSONDecodeError, TypeError):
+    except (ValueError, TypeError, RecursionError):  # JSONDecodeError, a number too long, nesting too deep
         return arguments
 
 
@@ -353,7 +358,7 @@ def _first_lines(data: bytes, limit: int) -> list[Any]:
         if line.strip():
             try:
                 out.append(json.loads(line))
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except (ValueError, RecursionError):  # not UTF-8 / JSON, a number too long, nesting too deep
                 out.append(None)
     return out
 
@@ -436,7 +441,8 @@ class OpenAIChatLog(Adapter):
                 return
             if isinstance(document, list):
                 for index, value in enumerate(document):
-                    yield f"$[{index}]", json.dumps(value, ensure_ascii=False, default=str).encode(), value
+                    raw = json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
+                    yield f"$[{index}]", raw, value
             else:
                 yield "$", source.data, document
             return

@@ -46,6 +46,7 @@ outcome with source ``judge``. OpenHands writes naive local timestamps; they are
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -192,6 +193,9 @@ def normalise_event(raw: Any, where: str) -> dict[str, Any]:  # noqa: ANN401 - v
     for key in ("content", "message", "source"):
         if event.get(key) is not None and not isinstance(event[key], str):
             raise ValueError(f"{where}: '{key}' must be a string, got {type(event[key]).__name__}")
+    for key in ("id", "cause"):  # event ids key the action -> observation links
+        if isinstance(event.get(key), dict | list):
+            raise ValueError(f"{where}: '{key}' must be an event id, got {type(event[key]).__name__}")
     try:
         event["timestamp"] = as_timestamp(event.get("timestamp"))
     except ValueError as exc:
@@ -494,7 +498,11 @@ def _model_arguments(message: Mapping[str, Any], call_id: str | None) -> str | N
 
 
 def _int_or_none(value: Any) -> int | None:  # noqa: ANN401
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):  # int() raises OverflowError on infinity
+        raise ValueError(f"expected a finite number, got {value!r}")
+    return int(value)
 
 
 def _float_or_none(value: Any) -> float | None:  # noqa: ANN401
@@ -624,7 +632,8 @@ def _records(adapter: Adapter, source: SourceFile) -> Iterator[tuple[str, bytes,
         items = document if isinstance(document, list) else [document]
         for index, value in enumerate(items):
             locator = f"$[{index}]" if isinstance(document, list) else "$"
-            yield locator, json.dumps(value, ensure_ascii=False, default=str).encode(), value
+            raw = json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
+            yield locator, raw, value
         return
     for item in adapter.iter_json_lines(source):
         if isinstance(item, Quarantined):
@@ -653,7 +662,7 @@ def _sample_records(source: SourceFile, limit: int = 3) -> list[Any]:
             continue
         try:
             out.append(json.loads(line))
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (ValueError, RecursionError):  # not UTF-8 / JSON, a number too long, nesting too deep
             out.append(None)
     return out
 
@@ -1053,7 +1062,7 @@ def _parse_json_file(path: Path) -> Any:  # noqa: ANN401
         raise ValueError(f"unreadable: {exc}") from exc
     except UnicodeDecodeError as exc:
         raise ValueError(f"not UTF-8 text: {exc}") from exc
-    except json.JSONDecodeError as exc:
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, a number too long, nesting too deep
         raise ValueError(f"invalid JSON: {exc}") from exc
 
 

@@ -58,6 +58,7 @@ from trajectory_lake.adapters._harness_common import (
     raw_json,
     resolve_task_id,
     str_or_none,
+    whole_or_none,
 )
 from trajectory_lake.adapters.swebench import infer_benchmark
 from trajectory_lake.records import (
@@ -252,7 +253,7 @@ class SweAgentTrajectory(Adapter):
             attempt=attempt,
             exit_status=exit_status,
             cost_usd=cost,
-            tokens=int(received) if received is not None else None,
+            tokens=whole_or_none(received, what="info.model_stats.tokens_received"),
             extra={k: v for k, v in extra.items() if v not in (None, [], {})},
         )
         steps = steps_of.rows(trajectory)
@@ -320,7 +321,7 @@ def _replay_config(value: Any) -> dict[str, Any]:  # noqa: ANN401
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, a number too long, nesting too deep
             raise ValueError(f"replay_config is not valid JSON: {exc}") from exc
     return as_dict(value, what="replay_config")
 
@@ -354,7 +355,7 @@ def _state(entry: dict[str, Any]) -> dict[str, Any]:
     if isinstance(state, str):
         try:
             state = json.loads(state)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # JSONDecodeError, a number too long, nesting too deep
             return {}
     return state if isinstance(state, dict) else {}
 

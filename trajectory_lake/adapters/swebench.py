@@ -17,6 +17,7 @@ its patch a ``patch`` candidate, and its verdict a ``resolved`` outcome.
 
 from __future__ import annotations
 
+import json
 import re
 from abc import abstractmethod
 from collections.abc import Iterator, Mapping
@@ -91,15 +92,34 @@ def _is_record(document: dict[str, Any]) -> bool:
 
 
 def _raw(value: Any) -> bytes:  # noqa: ANN401 - any JSON value
-    import json
+    return json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
 
-    return json.dumps(value, ensure_ascii=False, default=str).encode()
+
+def _first_lines(source: SourceFile, limit: int = 5) -> list[Any]:
+    """Up to ``limit`` JSON values from the first lines, as ``SourceFile.first_json_lines`` gives them, except
+    that the last line starting in the head is parsed whole: a line carries a whole patch, and one longer
+    than the head must still be recognised."""
+    head = source.head()
+    lines = head.splitlines()
+    if lines and len(source.data) > len(head) and not head.endswith((b"\n", b"\r")):
+        lines[-1] += source.data[len(head) :].split(b"\n", 1)[0]
+    out = []
+    for raw in lines:
+        if not raw.strip():
+            continue
+        try:
+            out.append(json.loads(raw))
+        except (ValueError, RecursionError):  # not UTF-8 / JSON, a number too long, nesting too deep
+            continue
+        if len(out) >= limit:
+            break
+    return out
 
 
 def _sample(source: SourceFile) -> list[Any]:
     """A few records for sniffing, from either layout."""
     if not source.is_json_document():
-        return source.first_json_lines()
+        return _first_lines(source)
     try:
         document = source.document
     except ValueError:

@@ -189,7 +189,11 @@ class Tau2BenchResults(Adapter):
                 source.data,
             )
             return
-        run = _run(source, fields, info, domain)
+        try:
+            run = _run(source, fields, info, domain)
+        except ValueError as exc:  # a name the run id cannot hash (a lone surrogate)
+            yield self.quarantine("$", str(exc), source.data)
+            return
         policy = _object(info.get("environment_info")).get("policy")
 
         for index, task in enumerate(tasks):

@@ -167,7 +167,7 @@ def _loads_or_text(arguments: str | None) -> Any:  # noqa: ANN401 - any JSON val
         return None
     try:
         return json.loads(arguments)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # JSONDecodeError, a number too long, nesting too deep
         return arguments  # the model wrote invalid JSON: keep its text
 
 
@@ -284,6 +284,8 @@ def salvage_array(text: str, pos: int = 0) -> tuple[list[tuple[str, Any]], str |
             value, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             return items, f"invalid JSON in element {len(items)} at character {exc.pos}: {exc.msg}", pos
+        except (ValueError, RecursionError) as exc:  # a number too long, nesting too deep
+            return items, f"invalid JSON in element {len(items)} at character {pos}: {exc}", pos
         items.append((text[pos:end], value))
         pos = _skip_ws(text, end)
         if text.startswith("]", pos):
@@ -318,6 +320,8 @@ def salvage_object(
             key, pos = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             return fields, items, f"invalid JSON at character {exc.pos}: {exc.msg}", None, pos
+        except (ValueError, RecursionError) as exc:  # a number too long, nesting too deep
+            return fields, items, f"invalid JSON at character {pos}: {exc}", None, pos
         pos = _skip_ws(text, pos)
         if not isinstance(key, str) or not text.startswith(":", pos):
             return fields, items, f"invalid JSON at character {pos}: expected a member name", None, pos
@@ -331,6 +335,8 @@ def salvage_object(
                 fields[key], pos = decoder.raw_decode(text, pos)
             except json.JSONDecodeError as exc:
                 return fields, items, f"invalid JSON at character {exc.pos}: {exc.msg}", key, pos
+            except (ValueError, RecursionError) as exc:  # a number too long, nesting too deep
+                return fields, items, f"invalid JSON at character {pos}: {exc}", key, pos
         pos = _skip_ws(text, pos)
         if text.startswith("}", pos):
             return fields, items, None, None, pos + 1
@@ -590,7 +596,7 @@ def _react_action(content: str) -> tuple[str, Any] | None:
         return None
     try:
         parsed = json.loads(content.split("Action:")[-1].strip())
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # JSONDecodeError, a number too long, nesting too deep
         return None
     if not isinstance(parsed, dict) or not isinstance(parsed.get("name"), str) or "arguments" not in parsed:
         return None
