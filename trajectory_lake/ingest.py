@@ -278,6 +278,8 @@ class _Writer:
         counts.read += 1
         counts.quarantined += 1
         raw = item.raw
+        # Messages may quote the source's own text, lone surrogates included: escape what UTF-8 cannot hold.
+        item = replace(item, error=_printable(item.error), locator=_printable(item.locator))
         self.quarantine_rows.append({
             "quarantine_id": stable_id("quarantine", source.uri, source.sha256, item.locator, item.error),
             "ingest_id": self.report.ingest_id,
@@ -447,6 +449,10 @@ class _Writer:
                                                                      metadata=metadata)
         report.finished_at = datetime.now(UTC)
         report.versions["ingests"] = self.lake.append("ingests", _ingest_row(report), metadata=metadata)
+
+
+def _printable(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _misfit(bundle: Bundle) -> str:

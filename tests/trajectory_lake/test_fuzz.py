@@ -752,8 +752,8 @@ def test_out_of_range_unix_times_are_quarantined(samples: list[Sample], tmp_path
 
 
 def test_integers_beyond_int64_are_quarantined(samples: list[Sample], tmp_path: Path) -> None:
-    """lake.conform maps Arrow's errors to SchemaMismatchError, but not the OverflowError pyarrow raises for
-    a Python int that does not fit an int64 column, so ingest's per-record quarantine never runs."""
+    """lake.conform mapped Arrow's errors to SchemaMismatchError, but not the OverflowError pyarrow raises
+    for a Python int that does not fit an int64 column, so ingest's per-record quarantine never ran."""
     root = tmp_path / "mutants"
     keys = ("completion_tokens", "prompt_tokens", "total_tokens")
     paths = _every_sample(samples, root, "tokens-2**70", lambda s: _edit(s, _set_every(keys, 2**70)))
@@ -762,7 +762,7 @@ def test_integers_beyond_int64_are_quarantined(samples: list[Sample], tmp_path: 
 
 def test_json_nested_too_deep_is_quarantined(samples: list[Sample], tmp_path: Path) -> None:
     """SourceFile.document / first_json_lines / is_json_document / Adapter.iter_json_lines (adapters/_base.py)
-    catch JSONDecodeError but not the RecursionError json raises on deep nesting: the first sniffer raises."""
+    caught JSONDecodeError, not the RecursionError json raises on deep nesting: the first sniffer raised."""
     root = tmp_path / "mutants"
     paths = _every_sample(samples, root, "too-deep", _first_raw(_TOO_DEEP))
     ingest_checked(paths, tmp_path / "lake", root=root)
@@ -770,7 +770,7 @@ def test_json_nested_too_deep_is_quarantined(samples: list[Sample], tmp_path: Pa
 
 def test_json_numbers_too_long_are_quarantined(samples: list[Sample], tmp_path: Path) -> None:
     """The same places let out the plain ValueError json raises for an integer of more than 4300 digits
-    (first_json_lines, is_json_document and iter_json_lines catch JSONDecodeError only)."""
+    (first_json_lines, is_json_document and iter_json_lines caught JSONDecodeError only)."""
     root = tmp_path / "mutants"
     paths = _every_sample(samples, root, "too-long", _first_raw(_TOO_LONG))
     ingest_checked(paths, tmp_path / "lake", root=root)
