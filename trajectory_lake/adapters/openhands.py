@@ -48,6 +48,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from abc import abstractmethod
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -674,8 +675,9 @@ class _LineAdapter(Adapter):
     _markers: ClassVar[tuple[bytes, ...]] = ()
 
     @classmethod
+    @abstractmethod
     def _is_record(cls, record: Any) -> bool:  # noqa: ANN401
-        raise NotImplementedError
+        """Whether one parsed line is a record of this output format."""
 
     @classmethod
     def sniff(cls, source: SourceFile) -> bool:
@@ -699,8 +701,9 @@ class _LineAdapter(Adapter):
             except (ValueError, TypeError, AttributeError) as exc:
                 yield self.quarantine(locator, str(exc), raw)
 
+    @abstractmethod
     def _bundle(self, source: SourceFile, group: RunGroup, locator: str, record: dict[str, Any]) -> Bundle:
-        raise NotImplementedError
+        """The rows of one record; raises ``ValueError`` (the record is quarantined) when it is malformed."""
 
 
 class OpenHandsEvalOutput(_LineAdapter):
