@@ -87,10 +87,19 @@ class SourceFile:
         """The first ``n`` bytes, for cheap sniffing."""
         return self.data[:n]
 
-    def first_json_lines(self, limit: int = 5) -> list[Any]:
-        """Up to ``limit`` JSON values from the first lines that parse (for sniffing JSONL)."""
-        out = []
-        for raw in self.head().splitlines():
+    def first_json_lines(self, limit: int = 5, *, max_lines: int = 50) -> list[Any]:
+        """Up to ``limit`` JSON values from the first ``max_lines`` lines that parse (for sniffing JSONL).
+
+        Lines are read whole, however long: a record with a 50 MB field is still recognised.
+        """
+        out: list[Any] = []
+        data, start = self.data, 0
+        for _ in range(max_lines):
+            if start >= len(data):
+                break
+            end = data.find(b"\n", start)
+            end = len(data) if end < 0 else end
+            raw, start = data[start:end], end + 1
             if not raw.strip():
                 continue
             try:
