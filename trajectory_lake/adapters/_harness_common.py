@@ -104,6 +104,19 @@ def number_or_none(value: Any, *, what: str) -> float | None:  # noqa: ANN401
     return float(value)
 
 
+def count_or_none(value: Any) -> int | None:  # noqa: ANN401
+    """A token or step count if ``value`` is a number, else ``None`` (lenient: counts are optional).
+
+    Raises:
+        ValueError: it is a number but not finite (``int()`` raises OverflowError on infinity).
+    """
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {value!r}")
+    return int(value)
+
+
 def whole_or_none(value: float | None, *, what: str) -> int | None:
     """A number from :func:`number_or_none` as ``int`` (a count); ``None`` stays ``None``.
 

@@ -34,7 +34,6 @@ and diverge later cannot be told apart without a session id.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from typing import Any, ClassVar
 
 from trajectory_lake._hashing import canonical_json, content_sha256
 from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile
+from trajectory_lake.adapters._harness_common import count_or_none
 from trajectory_lake.records import (
     Bundle,
     Quarantined,
@@ -138,13 +138,6 @@ class _Call:
 def _float_or_none(value: Any) -> float | None:  # noqa: ANN401
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
-
-def _int_or_none(value: Any) -> int | None:  # noqa: ANN401
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return None
-    if isinstance(value, float) and not math.isfinite(value):  # int() raises OverflowError on infinity
-        raise ValueError(f"expected a finite number, got {value!r}")
-    return int(value)
 
 
 def _dict(value: Any) -> dict[str, Any]:  # noqa: ANN401
@@ -507,10 +500,10 @@ class OpenAIChatLog(Adapter):
         tokens = None
         if complete and usages:
             tokens = sum(
-                _int_or_none(u.get("total_tokens"))
+                count_or_none(u.get("total_tokens"))
                 or (
-                    (_int_or_none(u.get("prompt_tokens")) or 0)
-                    + (_int_or_none(u.get("completion_tokens")) or 0)
+                    (count_or_none(u.get("prompt_tokens")) or 0)
+                    + (count_or_none(u.get("completion_tokens")) or 0)
                 )
                 for u in usages
             )
@@ -584,7 +577,7 @@ class OpenAIChatLog(Adapter):
         timestamp = None
         if call is not None:
             usage = call.usage or {}
-            tokens = _int_or_none(usage.get("completion_tokens"))
+            tokens = count_or_none(usage.get("completion_tokens"))
             timestamp = call.ended_at
             extra.update(
                 call=call.locator,

@@ -46,7 +46,6 @@ outcome with source ``judge``. OpenHands writes naive local timestamps; they are
 from __future__ import annotations
 
 import json
-import math
 import re
 from abc import abstractmethod
 from collections import Counter
@@ -58,6 +57,7 @@ from typing import Any, ClassVar
 
 from trajectory_lake._hashing import content_sha256
 from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile
+from trajectory_lake.adapters._harness_common import count_or_none
 from trajectory_lake.adapters.swebench import FAMILY, infer_benchmark
 from trajectory_lake.records import (
     Bundle,
@@ -324,7 +324,7 @@ def _action_step(event: dict[str, Any], responses_seen: set[str], mapped: Mapped
     tokens = None
     if first_of_response:
         usage = response.get("usage") if isinstance(response.get("usage"), dict) else None
-        tokens = _int_or_none((usage or {}).get("completion_tokens"))
+        tokens = count_or_none((usage or {}).get("completion_tokens"))
         choice = (response.get("choices") or [{}])[0] if isinstance(response.get("choices"), list) else {}
         extra["response"] = {
             "id": response_id,
@@ -497,13 +497,6 @@ def _model_arguments(message: Mapping[str, Any], call_id: str | None) -> str | N
                 return json.dumps(arguments, ensure_ascii=False)
     return None
 
-
-def _int_or_none(value: Any) -> int | None:  # noqa: ANN401
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return None
-    if isinstance(value, float) and not math.isfinite(value):  # int() raises OverflowError on infinity
-        raise ValueError(f"expected a finite number, got {value!r}")
-    return int(value)
 
 
 def _float_or_none(value: Any) -> float | None:  # noqa: ANN401
@@ -776,7 +769,7 @@ class OpenHandsEvalOutput(_LineAdapter):
             if isinstance(metrics.get("accumulated_token_usage"), dict)
             else {}
         )
-        token_counts = [_int_or_none(accumulated.get(k)) for k in ("prompt_tokens", "completion_tokens")]
+        token_counts = [count_or_none(accumulated.get(k)) for k in ("prompt_tokens", "completion_tokens")]
         tokens = (
             sum(t for t in token_counts if t is not None)
             if any(t is not None for t in token_counts)
