@@ -1,11 +1,13 @@
 """value_model: train, evaluate and load value models that score agent candidates.
 
 Public surface: :class:`TrainConfig`, :class:`ValueModel`, :class:`Scorer`, the data helpers
-(:func:`load_examples`, :func:`split_by_task`), :func:`fit`, the metrics, and the MLflow helpers.
+(:func:`load_examples`, :func:`split_by_task`), :func:`fit`, the metrics, the evaluation suite
+(:func:`evaluate_scores`, :class:`EvaluationReport`), and the MLflow helpers.
 """
 
 from value_model.config import TrainConfig, load_config
 from value_model.data import Examples, load_examples, split_by_task
+from value_model.evaluation import EvaluationOptions, EvaluationReport, evaluate_candidates, evaluate_scores
 from value_model.inference import Calibration, ScoredBatch, Scorer, predict_values
 from value_model.metrics import auroc, majority_vote_scores, normalise_patch, selection_metrics
 from value_model.model import ValueModel
@@ -15,6 +17,8 @@ from value_model.trainer import TrainResult, fit
 
 __all__ = [
     "Calibration",
+    "EvaluationOptions",
+    "EvaluationReport",
     "Examples",
     "ModelNotFoundError",
     "RegisteredModel",
@@ -25,6 +29,8 @@ __all__ = [
     "ValueModel",
     "auroc",
     "encode_pairs",
+    "evaluate_candidates",
+    "evaluate_scores",
     "fit",
     "load_config",
     "load_examples",

@@ -9,6 +9,7 @@ import click
 
 from trajectory_lake.cli import dataclass_options, lake_option, open_lake, storage_option
 from value_model.config import TrainConfig, load_config
+from value_model.evaluation import EvaluationOptions
 
 __all__ = ["evaluate_command", "train_command"]
 
@@ -76,27 +77,60 @@ def train_command(
 @click.command("evaluate")
 @lake_option
 @storage_option
-@click.option("--model", "model_uri", required=True, help="models:/NAME@ALIAS, models:/NAME/VERSION or a local path.")
+@click.option("--model", "model_uri", default=None,
+              help="models:/NAME@ALIAS, models:/NAME/VERSION, runs:/RUN/model or a local artefact directory. "
+                   "May be left out with --candidates when the file has a score column.")
 @click.option("--tracking-uri", default=None, help="MLflow tracking URI.")
 @click.option("--slice", "slice_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Evaluate on this slice's val split [default: the slice the model was trained on].")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--candidates", "candidates_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Evaluate on this JSONL file of candidates instead of the lake (format: README, "
+                   "'harvest evaluate'); its score column is evaluated when no --model is given.")
+@click.option("--group", "group_by", multiple=True, default=("benchmark", "repo"), show_default=True,
+              help="Break the metrics down by this column where present (repeatable).")
+@click.option("--json", "json_path", is_flag=False, flag_value="-", default=None, metavar="[PATH]",
+              help="Write the full report as JSON to PATH; with no PATH, print it instead of the table.")
+@click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None,
+              help="Write best_at_k.png and reliability.png into this directory.")
+@click.option("--log/--no-log", "log", default=True, show_default=True,
+              help="Log metrics, plots and report.json to the model's MLflow run, when it has one.")
+@dataclass_options(EvaluationOptions)
 def evaluate_command(
-    lake_uri: str | None, storage_options: tuple[str, ...], model_uri: str, tracking_uri: str | None,
-    slice_path: str | None, as_json: bool,
+    lake_uri: str | None, storage_options: tuple[str, ...], model_uri: str | None, tracking_uri: str | None,
+    slice_path: str | None, candidates_path: str | None, group_by: tuple[str, ...], json_path: str | None,
+    plots_dir: str | None, log: bool, **overrides: Any,  # noqa: ANN401
 ) -> None:
-    """Evaluate a model on the held-out tasks of a slice against the baselines."""
+    """Evaluate a model (or a file of scores) against the baselines: Best@k, Pass@k, gap closed,
+    AUROC, ECE/Brier and paired bootstrap intervals, with breakdowns by benchmark and repo."""
     from trajectory_lake.slices import load_spec
-    from value_model.pipeline import evaluate_registered
+    from value_model.pipeline import evaluate_candidates_file, evaluate_registered, write_report
     from value_model.tracking import ModelNotFoundError
 
+    if slice_path and candidates_path:
+        raise click.BadParameter("give --slice or --candidates, not both")
+    if model_uri is None and candidates_path is None:
+        raise click.BadParameter("give --model, or --candidates with a score column")
     try:
-        spec = load_spec(slice_path) if slice_path else None
-        report = evaluate_registered(open_lake(lake_uri, storage_options), model_uri, tracking_uri=tracking_uri,
-                                     slice_spec=spec)
+        options = EvaluationOptions(**{k: v for k, v in overrides.items() if v is not None})
+        if model_uri is None:
+            report = evaluate_candidates_file(candidates_path, options=options, group_by=group_by)
+        else:
+            spec = load_spec(slice_path) if slice_path else None
+            lake = None if candidates_path else open_lake(lake_uri, storage_options)
+            report = evaluate_registered(lake, model_uri, tracking_uri=tracking_uri, slice_spec=spec,
+                                         candidates=candidates_path, options=options, group_by=group_by,
+                                         log=log)
     except (ModelNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
-    if as_json:
-        click.echo(json.dumps({"model": report.model, "baselines": report.baselines, "n": report.n_examples}, indent=2))
+    written = write_report(report, json_path=json_path if json_path not in (None, "-") else None,
+                           plots_dir=plots_dir)
+    if json_path == "-":
+        click.echo(report.to_json())
     else:
-        click.echo(_table(report.model, report.baselines))
+        click.echo(report.render_table())
+    # Where things went is diagnostics: on stderr, so `--json` alone prints a clean JSON document.
+    for path in written:
+        click.echo(f"wrote {path}", err=True)
+    if "mlflow" in report.info:
+        where = report.info["mlflow"]
+        click.echo(f"logged to MLflow run {where['run_id']} under {where['artifact_path']}/", err=True)

@@ -5,18 +5,42 @@ Definitions (per task, then averaged over tasks):
 * **Best@1** — the mean label of the top-scored candidates (ties averaged);
 * **Random** — the mean label (what picking uniformly at random gets);
 * **Oracle** (Pass@N) — 1 if any candidate is positive;
-* **gap closed** — (Best − Random) / (Oracle − Random) over the averages, 0 when Oracle = Random.
+* **gap closed** — (Best - Random) / (Oracle - Random) over the averages, 0 when Oracle = Random.
+
+The per-task curves behind :mod:`value_model.evaluation` live here too: :func:`pass_at_k_curve`
+(Chen et al.'s unbiased 1 - C(n-c, k)/C(n, k)) and :func:`best_at_k_curve` (the expected label of the
+top-scored candidate of a uniformly random k-subset, ties averaged), both computed exactly, plus
+:func:`within_task_auroc`, :func:`expected_calibration_error`, :func:`reliability_bins` and
+:func:`brier_score`. "Best@1" above is the pick among *all* of a task's candidates, i.e. the Best@k
+curve at k = n; the curve's own k = 1 is Random.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["auroc", "majority_vote_scores", "normalise_patch", "patch_length_scores", "selection_metrics"]
+__all__ = [
+    "auroc",
+    "best_at_k_curve",
+    "brier_score",
+    "expected_calibration_error",
+    "majority_vote_scores",
+    "normalise_patch",
+    "pass_at_k",
+    "pass_at_k_curve",
+    "patch_length_scores",
+    "reliability_bins",
+    "selection_metrics",
+    "within_task_auroc",
+]
+
+# Scores closer than this are one tie (the same candidate scored in two batches can differ in the last bits).
+TIE_TOLERANCE = 1e-9
 
 
 def _groups(task_ids: Sequence[str]) -> dict[str, list[int]]:
@@ -41,7 +65,7 @@ def selection_metrics(task_ids: Sequence[str], labels: Sequence[float], scores: 
     best, rand, oracle = [], [], []
     for idx in _groups(task_ids).values():
         y, s = labels_arr[idx], scores_arr[idx]
-        top = np.isclose(s, s.max(), rtol=0, atol=1e-9)
+        top = np.isclose(s, s.max(), rtol=0, atol=TIE_TOLERANCE)
         best.append(y[top].mean())
         rand.append(y.mean())
         oracle.append(y.max())
@@ -59,6 +83,9 @@ def selection_metrics(task_ids: Sequence[str], labels: Sequence[float], scores: 
 def auroc(labels: Sequence[float], scores: Sequence[float]) -> float:
     """Area under the ROC curve (ties count one half); ``nan`` if only one class is present.
 
+    Computed from ranks (Mann-Whitney U with tied ranks averaged), so it needs O(n log n) time and
+    O(n) memory.
+
     Examples:
         >>> auroc([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8])
         0.75
@@ -68,10 +95,159 @@ def auroc(labels: Sequence[float], scores: Sequence[float]) -> float:
     n_pos, n_neg = int(y.sum()), int((~y).sum())
     if n_pos == 0 or n_neg == 0:
         return float("nan")
-    pos, neg = s[y], s[~y]
-    greater = (pos[:, None] > neg[None, :]).sum()
-    ties = (pos[:, None] == neg[None, :]).sum()
-    return float((greater + 0.5 * ties) / (n_pos * n_neg))
+    _, inverse, counts = np.unique(s, return_inverse=True, return_counts=True)
+    # the average 1-based rank of each distinct score: the ranks it spans are (before + 1 .. before + count)
+    before = np.cumsum(counts) - counts
+    ranks = (before + (counts + 1) / 2.0)[inverse]
+    u = ranks[y].sum() - n_pos * (n_pos + 1) / 2.0
+    return float(u / (n_pos * n_neg))
+
+
+def within_task_auroc(task_ids: Sequence[str], labels: Sequence[float], scores: Sequence[float]) -> float:
+    """AUROC within each task, averaged over the tasks that have both a positive and a negative.
+
+    It is the fraction of (positive, negative) pairs of the same task that the scores order
+    correctly (ties one half), so task difficulty does not count; ``nan`` when no task is mixed.
+
+    Examples:
+        >>> within_task_auroc(["a", "a", "b", "b", "b"], [1, 0, 1, 0, 0], [0.9, 0.1, 0.2, 0.5, 0.1])
+        0.75
+    """
+    labels_arr = np.asarray(labels, dtype=float)
+    scores_arr = np.asarray(scores, dtype=float)
+    values = [auroc(labels_arr[idx], scores_arr[idx]) for idx in _groups(task_ids).values()]
+    mixed = [v for v in values if not np.isnan(v)]
+    return float(np.mean(mixed)) if mixed else float("nan")
+
+
+def _hypergeometric_none(pool: np.ndarray, n: int, max_k: int) -> np.ndarray:
+    """``C(a, k) / C(n, k)`` for each ``a`` in ``pool`` (rows) and k = 1..max_k (columns), k clipped to n.
+
+    That is the probability that a uniformly random k-subset of n items lies inside a fixed set of
+    ``a`` of them; computed as the running product of (a - i) / (n - i), which stays in [0, 1].
+    """
+    ks = min(max_k, n)
+    i = np.arange(ks)
+    factors = np.clip(pool[:, None] - i[None, :], 0, None) / (n - i)[None, :]
+    out = np.cumprod(factors, axis=1)
+    if max_k > ks:  # more draws than candidates: every candidate is drawn
+        out = np.concatenate([out, np.repeat(out[:, -1:], max_k - ks, axis=1)], axis=1)
+    return out
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased Pass@k of one task with ``n`` candidates of which ``c`` pass: 1 - C(n-c, k)/C(n, k).
+
+    ``k`` larger than ``n`` is clipped to ``n`` (a task with fewer candidates uses all of them).
+
+    Examples:
+        >>> pass_at_k(4, 1, 2)  # 1 - C(3,2)/C(4,2) = 1 - 3/6
+        0.5
+        >>> pass_at_k(3, 1, 5)
+        1.0
+    """
+    if not 0 <= c <= n or n < 1 or k < 1:
+        raise ValueError(f"need 0 <= c <= n, n >= 1 and k >= 1, got n={n}, c={c}, k={k}")
+    k = min(k, n)
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_at_k_curve(labels: Sequence[float], max_k: int) -> np.ndarray:
+    """:func:`pass_at_k` of one task for k = 1..max_k (labels > 0.5 pass).
+
+    Examples:
+        >>> pass_at_k_curve([1, 0, 0, 0], 4).tolist()
+        [0.25, 0.5, 0.75, 1.0]
+    """
+    y = np.asarray(labels, dtype=float) > 0.5
+    n, c = len(y), int(y.sum())
+    return 1.0 - _hypergeometric_none(np.array([n - c]), n, max_k)[0]
+
+
+def best_at_k_curve(labels: Sequence[float], scores: Sequence[float], max_k: int) -> np.ndarray:
+    """Best@k of one task for k = 1..max_k, exactly: the expected label of the top-scored candidate of a
+    uniformly random k-subset of the task's candidates, tied top scores averaged.
+
+    Group the candidates into score levels. The subset's top level is level v exactly when the subset
+    avoids every candidate above v and is not entirely below v, which has probability
+    (C(at_or_below(v), k) - C(below(v), k)) / C(n, k). Given that, the subset's members at level v are
+    a uniformly random subset of that level, so their average label is the level's mean label in
+    expectation. Best@k is the sum over levels of these two factors. k = 1 gives the mean label
+    (Random), k ≥ n the pick among all candidates.
+
+    Examples:
+        >>> best_at_k_curve([1, 0, 0], [0.9, 0.5, 0.1], 3).round(4).tolist()  # P(positive drawn) = k/3
+        [0.3333, 0.6667, 1.0]
+    """
+    y = np.asarray(labels, dtype=float)
+    s = np.asarray(scores, dtype=float)
+    if len(y) != len(s) or len(y) == 0:
+        raise ValueError("labels and scores must be non-empty and of the same length")
+    order = np.argsort(s, kind="stable")
+    s_sorted, y_sorted = s[order], y[order]
+    # a new level starts where the score rises by more than the tie tolerance
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(s_sorted) > TIE_TOLERANCE) + 1])
+    counts = np.diff(np.concatenate([starts, [len(s)]]))
+    level_means = np.add.reduceat(y_sorted, starts) / counts
+    at_or_below = np.cumsum(counts)
+    pool = np.concatenate([[0], at_or_below])  # below(level 0) = 0, then at_or_below of each level
+    inside = _hypergeometric_none(pool, len(y), max_k)
+    p_top = inside[1:] - inside[:-1]  # levels x k
+    return level_means @ p_top
+
+
+def reliability_bins(
+    labels: Sequence[float], probabilities: Sequence[float], *, n_bins: int = 10
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Equal-width bins of [0, 1]: (candidates, mean probability, fraction positive) per bin.
+
+    Bin ``b`` holds probabilities in [b/n_bins, (b+1)/n_bins); 1.0 goes in the last bin. Empty bins
+    have count 0 and ``nan`` means.
+    """
+    if n_bins < 1:
+        raise ValueError(f"n_bins must be >= 1, got {n_bins}")
+    y = (np.asarray(labels, dtype=float) > 0.5).astype(float)
+    p = np.asarray(probabilities, dtype=float)
+    if len(y) != len(p):
+        raise ValueError("labels and probabilities must have the same length")
+    if len(p) and (p.min() < 0 or p.max() > 1):
+        raise ValueError("probabilities must lie in [0, 1]; calibrate raw scores first")
+    which = np.minimum((p * n_bins).astype(int), n_bins - 1)
+    counts = np.bincount(which, minlength=n_bins).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_p = np.bincount(which, weights=p, minlength=n_bins) / counts
+        frac = np.bincount(which, weights=y, minlength=n_bins) / counts
+    return counts, mean_p, frac
+
+
+def expected_calibration_error(
+    labels: Sequence[float], probabilities: Sequence[float], *, n_bins: int = 10
+) -> float:
+    """ECE over equal-width bins: Σ_b (n_b / n) · |mean probability_b - fraction positive_b|.
+
+    Examples:
+        >>> round(expected_calibration_error([0, 1, 1, 1], [0.1, 0.3, 0.9, 0.9], n_bins=2), 6)
+        0.2
+    """
+    counts, mean_p, frac = reliability_bins(labels, probabilities, n_bins=n_bins)
+    full = counts > 0
+    if not full.any():
+        return float("nan")
+    return float(np.sum(counts[full] * np.abs(mean_p[full] - frac[full])) / counts.sum())
+
+
+def brier_score(labels: Sequence[float], probabilities: Sequence[float]) -> float:
+    """Mean squared error of probabilities against binary labels (> 0.5 positive).
+
+    Examples:
+        >>> round(brier_score([0, 1], [0.2, 0.6]), 6)  # (0.04 + 0.16) / 2
+        0.1
+    """
+    y = (np.asarray(labels, dtype=float) > 0.5).astype(float)
+    p = np.asarray(probabilities, dtype=float)
+    if len(y) != len(p) or len(y) == 0:
+        raise ValueError("labels and probabilities must be non-empty and of the same length")
+    return float(np.mean((p - y) ** 2))
 
 
 _WS = re.compile(r"\s+")

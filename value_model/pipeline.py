@@ -1,15 +1,37 @@
-"""End-to-end jobs over the lake: train + log + register, and evaluate a registered model.
+"""End-to-end jobs over the lake: train + log + register, and evaluate a model or a file of scores.
 
 These are the functions behind ``harvest train`` and ``harvest evaluate``; they wire the pure parts
-(data, trainer, metrics) to their IO (the lake, MLflow, the artefact directory).
+(data, trainer, :mod:`value_model.evaluation`) to their IO (the lake, MLflow, files, the artefact
+directory).
+
+Candidates files (``harvest evaluate --candidates FILE.jsonl``) are JSON Lines, one candidate per line::
+
+    {"task_id": "django__django-11099", "label": 1, "content": "diff --git a/...", "prompt": "...",
+     "benchmark": "swe-bench-lite", "repo": "django/django", "score": 0.83}
+
+* ``task_id`` (string) and ``label`` (number or boolean, ``> 0.5`` is a success) are required.
+* ``content`` is the candidate: a model scores it, and the majority-vote and shortest-patch baselines
+  read it.
+* ``prompt`` is the task statement a model scores the candidate against; the first non-empty prompt
+  of each task is used, so it may be given on one row per task.
+* ``score`` is a precomputed score (higher is better) from any scorer, evaluated when no model is
+  given. When every score lies in [0, 1] it is also read as a probability for ECE, Brier and the
+  reliability diagram (as the ``score`` that ``/v1/rerank`` returns is).
+* Any other field (``benchmark``, ``repo``, ...) is kept as a string column, for breakdowns.
+
+Blank lines are skipped; anything else that does not parse is refused with its line number.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import tempfile
-from dataclasses import dataclass, field
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +42,24 @@ from trajectory_lake import Lake
 from trajectory_lake.slices import SliceSpec, resolve_slice, scan_slice
 from value_model.config import TrainConfig
 from value_model.data import examples_of
+from value_model.evaluation import EvaluationOptions, EvaluationReport, evaluate_candidates
 from value_model.inference import Scorer
 from value_model.model import ValueModel
 from value_model.tracking import RegisteredModel, log_and_register, resolve_model
-from value_model.trainer import TrainResult, baselines, evaluate_frame, fit
+from value_model.tracking import tracking_uri as resolve_tracking_uri
+from value_model.trainer import TrainResult, fit
 
-__all__ = ["EvaluationReport", "TrainingReport", "default_slice", "evaluate_registered", "train_from_lake"]
+__all__ = [
+    "EvaluationReport",
+    "TrainingReport",
+    "default_slice",
+    "evaluate_candidates_file",
+    "evaluate_registered",
+    "log_evaluation",
+    "read_candidates",
+    "train_from_lake",
+    "write_report",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -121,35 +155,236 @@ def train_from_lake(
                           n_val=len(val), lineage=lineage)
 
 
-@dataclass
-class EvaluationReport:
-    """Metrics of a model and the baselines on the held-out tasks of a lake."""
+DEFAULT_GROUPS = ("benchmark", "repo")
+_REQUIRED = ("task_id", "label")
 
-    model: dict[str, float]
-    baselines: dict[str, dict[str, float]]
-    n_examples: int
+
+def read_candidates(path: str | Path) -> pl.DataFrame:
+    """The rows of a candidates file (format in the module docstring) as a frame.
+
+    Returns:
+        One row per candidate: ``task_id`` and ``label`` (Float64), ``content`` and ``prompt``
+        (String, possibly null), ``score`` (Float64) when the file has scores, and every other field
+        as a String column.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: a line is not a JSON object, lacks ``task_id`` or ``label``, has a non-numeric
+            label or score, or only some lines have a score; the message names the line.
+    """
+    path = Path(path)
+    rows: list[dict[str, Any]] = []
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{where}: not JSON ({exc.msg})") from exc
+            if not isinstance(record, dict):
+                raise ValueError(f"{where}: expected a JSON object per line, got {type(record).__name__}")
+            rows.append(_candidate_row(record, where))
+    if not rows:
+        raise ValueError(f"{path} holds no candidates")
+    with_score = sum("score" in r for r in rows)
+    if 0 < with_score < len(rows):
+        raise ValueError(f"{path}: {with_score} of {len(rows)} rows have a score; give every row one or none")
+    columns = sorted({k for r in rows for k in r} - {"task_id", "label", "score", "content", "prompt"})
+    schema: dict[str, Any] = {"task_id": pl.String, "label": pl.Float64, "content": pl.String,
+                              "prompt": pl.String}
+    if with_score:
+        schema["score"] = pl.Float64
+    schema.update({c: pl.String for c in columns})
+    return pl.DataFrame([{k: r.get(k) for k in schema} for r in rows], schema=schema, orient="row")
+
+
+def _candidate_row(record: dict[str, Any], where: str) -> dict[str, Any]:
+    missing = [k for k in _REQUIRED if record.get(k) is None or record.get(k) == ""]
+    if missing:
+        raise ValueError(f"{where}: missing {' and '.join(missing)} (every line needs task_id and label)")
+    row: dict[str, Any] = {}
+    for key, value in record.items():
+        if key in ("label", "score"):
+            if isinstance(value, bool):
+                value = float(value)
+            if not isinstance(value, int | float) or not math.isfinite(value):
+                raise ValueError(f"{where}: {key} must be a finite number (or a boolean label), "
+                                 f"got {value!r}")
+            row[key] = float(value)
+        elif value is None or isinstance(value, str):
+            row[key] = value
+        elif isinstance(value, dict | list):
+            row[key] = json.dumps(value, sort_keys=True)
+        else:
+            row[key] = str(value)
+    return row
+
+
+def _probabilities_of(scores: np.ndarray) -> np.ndarray | None:
+    """Scores that all lie in [0, 1] double as probabilities; others have none."""
+    return scores if len(scores) and scores.min() >= 0 and scores.max() <= 1 else None
+
+
+def evaluate_candidates_file(
+    path: str | Path,
+    *,
+    options: EvaluationOptions | None = None,
+    group_by: Sequence[str] = DEFAULT_GROUPS,
+) -> EvaluationReport:
+    """Evaluate the precomputed ``score`` column of a candidates file against the baselines.
+
+    Raises:
+        ValueError: the file does not parse (see :func:`read_candidates`) or has no ``score`` column.
+    """
+    frame = read_candidates(path)
+    if "score" not in frame.columns:
+        raise ValueError(f"{path} has no score column: add one, or evaluate a model on it with --model")
+    scores = frame.get_column("score").to_numpy()
+    return evaluate_candidates(frame, scores, probabilities=_probabilities_of(scores), group_by=group_by,
+                               options=options, scorer=f"score column of {Path(path).name}",
+                               info={"data": {"candidates": str(path)}})
+
+
+def _score(scorer: Scorer, frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Raw values and calibrated probabilities of every row, one scoring call per task (as an agent)."""
+    prompts = (
+        frame.with_row_index()
+        .group_by("task_id", maintain_order=True)
+        .agg("index", prompt=pl.col("prompt").filter(pl.col("prompt").str.strip_chars() != "").first())
+    )
+    unprompted = prompts.filter(pl.col("prompt").is_null()).get_column("task_id").to_list()
+    if unprompted:
+        raise ValueError(f"{len(unprompted)} task(s) have no prompt to score against, e.g. {unprompted[:3]}; "
+                         "give each task a prompt on at least one row")
+    contents = frame.get_column("content").fill_null("").to_list()
+    values = np.zeros(frame.height)
+    for _, idx, prompt in prompts.iter_rows():
+        values[idx] = scorer.score(prompt, [contents[i] for i in idx]).values
+    return values, scorer.calibration.apply(values)
+
+
+def _run_id(model: str, facts: dict[str, Any]) -> str | None:
+    if facts.get("run_id"):
+        return str(facts["run_id"])
+    if model.startswith("runs:/"):
+        return model.removeprefix("runs:/").split("/", 1)[0]
+    return None
 
 
 def evaluate_registered(
-    lake: Lake, model: str, *, tracking_uri: str | None = None, slice_spec: SliceSpec | None = None,
+    lake: Lake | None,
+    model: str,
+    *,
+    tracking_uri: str | None = None,
+    slice_spec: SliceSpec | None = None,
+    candidates: str | Path | None = None,
+    options: EvaluationOptions | None = None,
+    group_by: Sequence[str] = DEFAULT_GROUPS,
+    log: bool = True,
 ) -> EvaluationReport:
-    """Score the validation split of a slice with ``model``: by default the slice the model was trained
-    on, re-resolved against the lake's current versions (so new candidates of held-out tasks count)."""
-    directory, _ = resolve_model(model, uri=tracking_uri)
+    """Score candidates with ``model`` and run the evaluation suite against the baselines.
+
+    The candidates are the rows of a candidates file when ``candidates`` is given, else the
+    validation split of a lake slice: ``slice_spec``, by default the slice the model was trained on,
+    re-resolved against the lake's current versions (so new candidates of held-out tasks count).
+    When the model has an MLflow run (``models:/`` and ``runs:/`` references) and ``log`` is set, the
+    report is logged to that run: see :func:`log_evaluation`.
+
+    Args:
+        lake: the lake (unused with ``candidates``).
+        model: ``models:/NAME@ALIAS``, ``models:/NAME/VERSION``, ``runs:/RUN/model`` or a local artefact.
+        tracking_uri: MLflow tracking URI.
+        slice_spec: the slice to evaluate on.
+        candidates: a candidates file to evaluate on instead of the lake (a ``score`` column is ignored).
+        options: see :class:`~value_model.evaluation.EvaluationOptions`.
+        group_by: break the metrics down by these columns where present.
+        log: log the report to the model's MLflow run.
+
+    Raises:
+        ModelNotFoundError: ``model`` names nothing.
+        ValueError: no lake and no candidates file, the model records no slice and none is given, the
+            split is empty, a task has no prompt, or the file does not parse.
+    """
+    directory, facts = resolve_model(model, uri=tracking_uri)
     scorer = Scorer.from_directory(directory)
-    if slice_spec is None:
-        trained_on = scorer.info.get("slice_manifest")
-        if not trained_on:
-            raise ValueError(f"{model} records no training slice; pass a slice spec to evaluate on")
-        slice_spec = SliceSpec.from_dict({**trained_on["spec"], "versions": None, "as_of": None})
-    manifest = resolve_slice(lake, slice_spec)
-    val = examples_of(scan_slice(lake, manifest, split="val").collect())
-    if val.is_empty():
-        raise ValueError(f"the validation split of slice {slice_spec.name!r} is empty")
-    values = np.zeros(len(val))
-    # One scoring call per task, as an agent would send it.
-    for _, idx in val.with_row_index().group_by("task_id", maintain_order=True).agg("index").iter_rows():
-        rows = val[idx]
-        values[idx] = scorer.score(rows["prompt"][0], rows["content"].to_list()).values
-    return EvaluationReport(model=evaluate_frame(val, values, scorer.calibration), baselines=baselines(val),
-                            n_examples=len(val))
+    if candidates is not None:
+        frame = read_candidates(candidates)
+        data: dict[str, Any] = {"candidates": str(candidates)}
+    else:
+        if lake is None:
+            raise ValueError("give a lake (with an optional slice spec) or a candidates file to evaluate on")
+        if slice_spec is None:
+            trained_on = scorer.info.get("slice_manifest")
+            if not trained_on:
+                raise ValueError(f"{model} records no training slice; pass a slice spec to evaluate on")
+            slice_spec = SliceSpec.from_dict({**trained_on["spec"], "versions": None, "as_of": None})
+        manifest = resolve_slice(lake, slice_spec)
+        frame = examples_of(scan_slice(lake, manifest, split="val").collect())
+        if frame.is_empty():
+            raise ValueError(f"the validation split of slice {slice_spec.name!r} is empty")
+        data = {"lake": lake.uri, "slice": slice_spec.name, "slice_id": manifest.slice_id, "split": "val",
+                "table_versions": manifest.versions}
+    started = time.monotonic()
+    values, probabilities = _score(scorer, frame)
+    logger.info("scored %d candidates in %.1fs", frame.height, time.monotonic() - started)
+    info = {"model": {**facts, "uri": model}, "data": data}
+    report = evaluate_candidates(frame, values, probabilities=probabilities, group_by=group_by,
+                                 options=options, scorer=model, info=info)
+    run_id = _run_id(model, facts)
+    if log and run_id:
+        report = log_evaluation(report, run_id=run_id, tracking_uri=tracking_uri)
+    return report
+
+
+def write_report(
+    report: EvaluationReport, *, json_path: str | Path | None = None, plots_dir: str | Path | None = None
+) -> list[Path]:
+    """Write the report as JSON and/or its PNG plots; returns the files written."""
+    written = []
+    if json_path is not None:
+        target = Path(json_path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(report.to_json() + "\n", encoding="utf-8")
+        written.append(target)
+    if plots_dir is not None:
+        directory = Path(plots_dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, png in report.plots().items():
+            (directory / name).write_bytes(png)
+            written.append(directory / name)
+    return written
+
+
+def log_evaluation(
+    report: EvaluationReport, *, run_id: str, tracking_uri: str | None = None
+) -> EvaluationReport:
+    """Log a report to an MLflow run: its metrics (``eval_*``; the curves as ``eval_best_at_k`` and
+    ``eval_pass_at_k`` with step = k) and, under ``evaluations/<UTC time>/``, ``report.json`` and the plots.
+
+    The run is usually the model's training run, so its evaluations stay next to it; each evaluation
+    gets its own artefact folder and appends to the metric histories.
+
+    Returns:
+        The report, with ``info["mlflow"]`` saying where it went.
+    """
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric
+
+    uri = resolve_tracking_uri(tracking_uri)
+    client = MlflowClient(tracking_uri=uri)
+    artifact_path = f"evaluations/{datetime.now(UTC).strftime('%Y%m%dT%H%M%S.%fZ')}"
+    where = {"run_id": run_id, "artifact_path": artifact_path}
+    report = replace(report, info={**report.info, "mlflow": where})
+    now = int(time.time() * 1000)
+    metrics = [Metric(key=f"eval_{k}", value=v, timestamp=now, step=0) for k, v in report.scalars().items()]
+    for key, curve in (("eval_best_at_k", report.model.best_at_k), ("eval_pass_at_k", report.pass_at_k)):
+        metrics += [Metric(key=key, value=v, timestamp=now, step=k)
+                    for k, v in zip(report.ks, curve, strict=True)]
+    client.log_batch(run_id, metrics=metrics)
+    with tempfile.TemporaryDirectory(prefix="harvest-eval-") as tmp:
+        write_report(report, json_path=Path(tmp) / "report.json", plots_dir=tmp)
+        client.log_artifacts(run_id, tmp, artifact_path=artifact_path)
+    client.set_tag(run_id, "harvest.last_evaluation", artifact_path)
+    return report
