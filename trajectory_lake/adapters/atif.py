@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from trajectory_lake._hashing import canonical_json, content_sha256
+from trajectory_lake._json import loads
 from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile
 from trajectory_lake.adapters.swebench import FAMILY as SWE_BENCH
 from trajectory_lake.records import (
@@ -335,7 +336,7 @@ class _Trial:
         if path.is_file():
             raw = path.read_bytes()
             try:
-                result = json.loads(raw)
+                result = loads(raw)
             except (ValueError, RecursionError) as exc:  # not UTF-8 / JSON, a number too long, too deep
                 self.problems.append(("result.json", f"trial result is not valid JSON: {exc}", raw))
             else:
@@ -377,7 +378,7 @@ def _parse_reward(raw: bytes, *, json_file: bool) -> dict[str, Any]:
         raise ValueError(f"verifier reward is not UTF-8 text: {exc}") from exc
     if json_file:
         try:
-            value = json.loads(text)
+            value = loads(text)
         except (ValueError, RecursionError) as exc:  # JSONDecodeError, a number too long, nesting too deep
             raise ValueError(f"verifier reward.json is not valid JSON: {exc}") from exc
         if not isinstance(value, dict) or not value:

@@ -59,6 +59,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from trajectory_lake._hashing import canonical_json, content_sha256
+from trajectory_lake._json import loads
 from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile
 from trajectory_lake.records import (
     Bundle,
@@ -585,7 +586,7 @@ def _tool_output(output: Any, what: str) -> tuple[str | list[Any] | None, bool |
     is_error = None
     if output.startswith("{"):
         try:
-            parsed = json.loads(output)
+            parsed = loads(output)
         except (ValueError, RecursionError):  # JSONDecodeError, a number too long, nesting too deep
             parsed = None
         metadata = parsed.get("metadata") if isinstance(parsed, dict) else None

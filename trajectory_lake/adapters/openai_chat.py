@@ -41,6 +41,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from trajectory_lake._hashing import canonical_json, content_sha256
+from trajectory_lake._json import loads
 from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile
 from trajectory_lake.adapters._harness_common import count_or_none
 from trajectory_lake.records import (
@@ -175,7 +176,7 @@ def _canonical_arguments(arguments: str | None) -> Any:  # noqa: ANN401
     if arguments is None:
         return None
     try:
-        return json.loads(arguments)
+        return loads(arguments)
     except (ValueError, TypeError, RecursionError):  # JSONDecodeError, a number too long, nesting too deep
         return arguments
 
@@ -350,7 +351,7 @@ def _first_lines(data: bytes, limit: int) -> list[Any]:
         line, start = data[start:end], end + 1
         if line.strip():
             try:
-                out.append(json.loads(line))
+                out.append(loads(line))
             except (ValueError, RecursionError):  # not UTF-8 / JSON, a number too long, nesting too deep
                 out.append(None)
     return out

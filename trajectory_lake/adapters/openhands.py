@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from trajectory_lake._hashing import content_sha256
+from trajectory_lake._json import loads
 from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile
 from trajectory_lake.adapters._harness_common import count_or_none
 from trajectory_lake.adapters.swebench import FAMILY, infer_benchmark
@@ -655,7 +656,7 @@ def _sample_records(source: SourceFile, limit: int = 3) -> list[Any]:
         if not line.strip():
             continue
         try:
-            out.append(json.loads(line))
+            out.append(loads(line))
         except (ValueError, RecursionError):  # not UTF-8 / JSON, a number too long, nesting too deep
             out.append(None)
     return out
@@ -1053,7 +1054,7 @@ def _event_file_number(path: Path) -> int | None:
 def _parse_json_file(path: Path) -> Any:  # noqa: ANN401
     """A file's JSON, or raises ``ValueError`` with the reason."""
     try:
-        return json.loads(path.read_bytes().decode("utf-8"))
+        return loads(path.read_bytes())
     except OSError as exc:
         raise ValueError(f"unreadable: {exc}") from exc
     except UnicodeDecodeError as exc:

@@ -49,6 +49,7 @@ from collections.abc import Iterator
 from pathlib import PurePosixPath
 from typing import Any, ClassVar
 
+from trajectory_lake._json import loads
 from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile
 from trajectory_lake.adapters._harness_common import (
     as_dict,
@@ -320,7 +321,7 @@ def _replay_config(value: Any) -> dict[str, Any]:  # noqa: ANN401
     """``replay_config`` as an object (1.x writes it as JSON text, some versions as an object)."""
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = loads(value)
         except (ValueError, RecursionError) as exc:  # JSONDecodeError, a number too long, nesting too deep
             raise ValueError(f"replay_config is not valid JSON: {exc}") from exc
     return as_dict(value, what="replay_config")
@@ -354,7 +355,7 @@ def _state(entry: dict[str, Any]) -> dict[str, Any]:
     state = entry.get("state")
     if isinstance(state, str):
         try:
-            state = json.loads(state)
+            state = loads(state)
         except (ValueError, RecursionError):  # JSONDecodeError, a number too long, nesting too deep
             return {}
     return state if isinstance(state, dict) else {}

@@ -24,6 +24,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from trajectory_lake._json import loads
 from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile
 from trajectory_lake.records import (
     Bundle,
@@ -108,7 +109,7 @@ def _first_lines(source: SourceFile, limit: int = 5) -> list[Any]:
         if not raw.strip():
             continue
         try:
-            out.append(json.loads(raw))
+            out.append(loads(raw))
         except (ValueError, RecursionError):  # not UTF-8 / JSON, a number too long, nesting too deep
             continue
         if len(out) >= limit:

@@ -56,6 +56,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from trajectory_lake._json import loads
 from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile
 from trajectory_lake.records import (
     Bundle,
@@ -166,7 +167,7 @@ def _loads_or_text(arguments: str | None) -> Any:  # noqa: ANN401 - any JSON val
     if arguments is None:
         return None
     try:
-        return json.loads(arguments)
+        return loads(arguments)
     except (ValueError, RecursionError):  # JSONDecodeError, a number too long, nesting too deep
         return arguments  # the model wrote invalid JSON: keep its text
 
@@ -595,7 +596,7 @@ def _react_action(content: str) -> tuple[str, Any] | None:
     if "Action:" not in content:
         return None
     try:
-        parsed = json.loads(content.split("Action:")[-1].strip())
+        parsed = loads(content.split("Action:")[-1].strip())
     except (ValueError, RecursionError):  # JSONDecodeError, a number too long, nesting too deep
         return None
     if not isinstance(parsed, dict) or not isinstance(parsed.get("name"), str) or "arguments" not in parsed:
