@@ -13,10 +13,11 @@ from trajectory_lake.exceptions import (
 )
 from trajectory_lake.ingest import IngestReport, TableCounts, ingest
 from trajectory_lake.lake import Lake
-from trajectory_lake.schema import KEYS, SCHEMA_VERSION, TABLE_NAMES, TABLES, schema_of
+from trajectory_lake.schema import KEYS, PARTITIONS, SCHEMA_VERSION, TABLE_NAMES, TABLES, schema_of
 
 __all__ = [
     "KEYS",
+    "PARTITIONS",
     "SCHEMA_VERSION",
     "TABLES",
     "TABLE_NAMES",

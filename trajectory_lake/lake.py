@@ -21,11 +21,11 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, write_deltalake
+from deltalake import CommitProperties, DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError as DeltaTableNotFound
 
 from trajectory_lake.exceptions import SchemaMismatchError, TableNotFoundError
-from trajectory_lake.schema import KEYS, TABLE_NAMES, schema_of
+from trajectory_lake.schema import KEYS, PARTITIONS, TABLE_NAMES, schema_of
 
 __all__ = ["Lake"]
 
@@ -50,6 +50,14 @@ _STATS_COLUMNS = {
     "rerank_events": "request_id,model_uri,task_id,at",
     "slices": "slice_id,name,created_at",
 }
+# A streamed commit keeps one open Parquet file per partition until it reaches the target size, and each
+# file buffers its current row group: smaller targets and row groups than delta-rs' defaults (100 MiB,
+# 1M rows) keep an ingest's memory flat (bounded by partitions x target) however many rows it writes,
+# and let readers skip row groups by their statistics. `harvest lake optimize` compacts files later.
+_APPEND_FILE_BYTES = 32 << 20
+_ROW_GROUP_ROWS = 16_384
+# (compression must be named: WriterProperties without it writes uncompressed files.)
+_WRITER_PROPERTIES = WriterProperties(max_row_group_size=_ROW_GROUP_ROWS, compression="SNAPPY")
 _MAX_COMMIT_RETRIES = 100  # concurrent appenders exhaust delta-rs' default of 15 (facts §1.12)
 
 
@@ -104,6 +112,7 @@ class Lake:
                     mode="ignore",
                     name=table,
                     configuration=configuration,
+                    partition_by=list(PARTITIONS.get(table, ())) or None,
                     storage_options=self.storage_options,
                 )
             except (DeltaError, CommitFailedError, OSError) as exc:
@@ -214,6 +223,8 @@ class Lake:
             self.table_uri(table),
             reader,
             mode="append",
+            target_file_size=_APPEND_FILE_BYTES,
+            writer_properties=_WRITER_PROPERTIES,
             storage_options=self.storage_options,
             commit_properties=CommitProperties(
                 custom_metadata=dict(metadata or {}), max_commit_retries=_MAX_COMMIT_RETRIES
@@ -259,6 +270,8 @@ class Lake:
             self.table_uri(table),
             rows,
             mode="append",
+            target_file_size=_APPEND_FILE_BYTES,
+            writer_properties=_WRITER_PROPERTIES,
             storage_options=self.storage_options,
             commit_properties=CommitProperties(
                 custom_metadata=dict(metadata or {}), max_commit_retries=_MAX_COMMIT_RETRIES

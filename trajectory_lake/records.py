@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from trajectory_lake._hashing import content_sha256, stable_id
+from trajectory_lake._json import dumps_sorted
 
 __all__ = [
     "Bundle",
@@ -86,7 +87,7 @@ def json_or_none(value: Any) -> str | None:  # noqa: ANN401 - any JSON value
     """JSON text of ``value``, or ``None`` for empty values."""
     if value is None or value == {} or value == []:
         return None
-    return json.dumps(value, ensure_ascii=False, default=str, sort_keys=True)
+    return dumps_sorted(value)
 
 
 def as_bool(value: Any, *, what: str) -> bool:  # noqa: ANN401 - validated here
@@ -212,13 +213,19 @@ def make_trajectory(
     started_at: datetime | None = None,
     ended_at: datetime | None = None,
     extra: Any = None,  # noqa: ANN401 - any JSON value
+    benchmark: str | None = None,
 ) -> dict[str, Any]:
-    """A ``trajectories`` row; its id is (run, task, attempt), so every source describing that rollout agrees."""
+    """A ``trajectories`` row; its id is (run, task, attempt), so every source describing that rollout agrees.
+
+    ``benchmark`` (what the rollout was evaluated on) defaults to the run's; its steps, candidates and
+    outcomes carry it too (the lake's partition column).
+    """
     return {
         "trajectory_id": stable_id("trajectory", run["run_id"], task_id, attempt),
         "run_id": run["run_id"],
         "task_id": task_id,
         "domain": domain,
+        "benchmark": benchmark if benchmark is not None else run.get("benchmark"),
         "harness": run.get("harness"),
         "model": run.get("model"),
         "source_format": source_format,
@@ -294,6 +301,7 @@ def make_step(
         "run_id": trajectory["run_id"],
         "task_id": trajectory["task_id"],
         "domain": trajectory["domain"],
+        "benchmark": trajectory.get("benchmark"),
         "extra": json_or_none(extra),
     }
 
@@ -311,6 +319,7 @@ def make_candidate(
         "trajectory_id": trajectory["trajectory_id"],
         "task_id": trajectory["task_id"],
         "run_id": trajectory["run_id"],
+        "benchmark": trajectory.get("benchmark"),
         "kind": kind,
         "step_index": step_index,
         "content": content,
@@ -336,6 +345,7 @@ def make_outcome(
         "candidate_id": candidate["candidate_id"],
         "trajectory_id": candidate["trajectory_id"],
         "task_id": candidate["task_id"],
+        "benchmark": candidate.get("benchmark"),
         "name": name,
         "value": value,
         "source": source,

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 __all__ = [
     "KEYS",
+    "PARTITIONS",
     "SCHEMA_VERSION",
     "TABLES",
     "TABLE_NAMES",
@@ -25,7 +26,7 @@ __all__ = [
     "schema_of",
 ]
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 _TS = pa.timestamp("us", tz="UTC")
 
@@ -77,6 +78,7 @@ TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("run_id", pa.string(), nullable=False),
             pa.field("task_id", pa.string(), nullable=False),
             pa.field("domain", pa.string(), nullable=False),
+            pa.field("benchmark", pa.string()),  # what the run was evaluated on (partition column)
             pa.field("harness", pa.string()),
             pa.field("model", pa.string()),
             pa.field("source_format", pa.string(), nullable=False),
@@ -107,6 +109,7 @@ TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("run_id", pa.string()),
             pa.field("task_id", pa.string()),
             pa.field("domain", pa.string()),
+            pa.field("benchmark", pa.string()),
             pa.field("extra", pa.string()),
             *_PROVENANCE,
         ]
@@ -117,6 +120,7 @@ TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("trajectory_id", pa.string(), nullable=False),
             pa.field("task_id", pa.string(), nullable=False),
             pa.field("run_id", pa.string()),
+            pa.field("benchmark", pa.string()),
             pa.field("kind", pa.string(), nullable=False),  # patch | answer | action
             pa.field("step_index", pa.int32()),  # for kind == "action"
             pa.field("content", pa.string()),
@@ -130,6 +134,7 @@ TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("candidate_id", pa.string()),
             pa.field("trajectory_id", pa.string()),
             pa.field("task_id", pa.string()),
+            pa.field("benchmark", pa.string()),
             pa.field("name", pa.string(), nullable=False),  # resolved | reward | ...
             pa.field("value", pa.float64()),
             pa.field("source", pa.string()),  # harness | tests | judge | human
@@ -192,6 +197,16 @@ TABLES: Final[dict[str, pa.Schema]] = {
 }
 
 TABLE_NAMES: Final = tuple(TABLES)
+
+# Partition columns: low-cardinality, known at ingest, and what curated slices filter on first, so a
+# one-benchmark slice reads only that benchmark's files (unknown benchmark: Delta's null partition).
+PARTITIONS: Final[dict[str, tuple[str, ...]]] = {
+    "tasks": ("benchmark",),
+    "trajectories": ("benchmark",),
+    "steps": ("benchmark",),
+    "candidates": ("benchmark",),
+    "outcomes": ("benchmark",),
+}
 
 # The key of each table: writing a row whose key is already present adds nothing.
 KEYS: Final[dict[str, tuple[str, ...]]] = {

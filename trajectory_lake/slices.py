@@ -218,10 +218,37 @@ def _pinned_versions(lake: Lake, spec: SliceSpec) -> dict[str, int]:
     return {t: lake.version(t) for t in SLICE_TABLES}
 
 
+def _benchmark_filter(spec: SliceSpec) -> pl.Expr:
+    """Partition pruning: keep the wanted benchmarks' partitions and the unknown-benchmark one."""
+    if not spec.benchmarks:
+        return pl.lit(True)
+    return pl.col("benchmark").is_in(list(spec.benchmarks)) | pl.col("benchmark").is_null()
+
+
+def _tasks_of(scan: pl.LazyFrame, spec: SliceSpec, task_ids: pl.Series) -> pl.DataFrame:
+    """The task rows of ``task_ids``: first from the wanted benchmarks' partitions, then, only for ids
+    not found there (a task that another benchmark's dataset described first), from the others."""
+    columns = ["task_id", "prompt", pl.col("benchmark").alias("task_benchmark"), "repo",
+               pl.col("domain").alias("task_domain")]
+    unique = task_ids.unique()
+    found = scan.filter(_benchmark_filter(spec) & pl.col("task_id").is_in(unique.implode())).select(columns).collect()
+    if spec.benchmarks and found.height < len(unique):
+        missing = unique.filter(~unique.is_in(found["task_id"].implode())).implode()
+        rest = scan.filter(~_benchmark_filter(spec) & pl.col("task_id").is_in(missing)).select(columns).collect()
+        found = pl.concat([found, rest])
+    return found
+
+
 def _rows(lake: Lake, spec: SliceSpec, versions: Mapping[str, int]) -> pl.LazyFrame:
-    """The slice's rows at ``versions``, before the split-dependent steps (balance)."""
+    """The slice's rows at ``versions``, before the split-dependent steps (balance).
+
+    A candidate's benchmark is the one its rollout was evaluated on (the lake's partition column), or,
+    when the harness did not say, its task's. With a benchmark filter only the wanted partitions (and
+    the unknown one) of candidates, outcomes and trajectories are read.
+    """
     scan = {t: lake.scan(t, version=versions[t]) for t in SLICE_TABLES}
-    candidates = scan["candidates"].filter(pl.col("kind") == spec.kind)
+    pruned = _benchmark_filter(spec)
+    candidates = scan["candidates"].filter(pruned & (pl.col("kind") == spec.kind))
     if spec.ingested_after is not None:
         candidates = candidates.filter(pl.col("ingested_at") >= spec.ingested_after)
     if spec.ingested_before is not None:
@@ -229,26 +256,32 @@ def _rows(lake: Lake, spec: SliceSpec, versions: Mapping[str, int]) -> pl.LazyFr
     if spec.drop_empty:
         candidates = candidates.filter(pl.col("content").fill_null("").str.strip_chars() != "")
     labels = (
-        scan["outcomes"].filter(pl.col("name") == spec.label)
+        scan["outcomes"].filter(pruned & (pl.col("name") == spec.label))
         .group_by("candidate_id").agg(label=pl.col("value").mean(), label_count=pl.len())
     )
     runs = scan["runs"].select("run_id", pl.col("name").alias("run_name"), pl.col("model").alias("run_model"),
                                pl.col("harness").alias("run_harness"))
-    tasks = scan["tasks"].select("task_id", "prompt", "benchmark", "repo", pl.col("domain").alias("task_domain"))
-    trajectories = scan["trajectories"].select("trajectory_id", "domain", "harness", "model", "exit_status", "n_steps")
-    rows = (
-        candidates.select("candidate_id", "trajectory_id", "task_id", "run_id", "kind", "step_index", "content",
-                          "content_sha256")
+    trajectories = (scan["trajectories"].filter(pruned)
+                    .select("trajectory_id", "domain", "harness", "model", "exit_status", "n_steps"))
+    core = (
+        candidates.select("candidate_id", "trajectory_id", "task_id", "run_id", "benchmark", "kind", "step_index",
+                          "content", "content_sha256")
         .join(labels, on="candidate_id", how="inner" if spec.labelled_only else "left")
         .join(trajectories, on="trajectory_id", how="left")
         .join(runs, on="run_id", how="left")
-        .join(tasks, on="task_id", how="left")
+        .collect()
+    )
+    tasks = _tasks_of(scan["tasks"], spec, core["task_id"])
+    rows = (
+        core.lazy()
+        .join(tasks.lazy(), on="task_id", how="left")
         .with_columns(
+            benchmark=pl.coalesce("benchmark", "task_benchmark"),
             domain=pl.coalesce("task_domain", "domain"),
             harness=pl.coalesce("harness", "run_harness"),
             model=pl.coalesce("model", "run_model"),
         )
-        .drop("task_domain", "run_harness", "run_model")
+        .drop("task_benchmark", "task_domain", "run_harness", "run_model")
     )
     for column, wanted in (("domain", spec.domains), ("benchmark", spec.benchmarks), ("run_name", spec.runs),
                            ("model", spec.models), ("harness", spec.harnesses)):

@@ -214,3 +214,48 @@ class TestCommands:
         assert vacuum.exit_code == 0 and "would delete 2 file(s)" in vacuum.stdout
         both = runner.invoke(main, ["lake", "read", "candidates", "--lake", lake.uri, "--version", "1", "--as-of", between])
         assert both.exit_code != 0 and "not both" in both.output
+
+
+class TestPartitionPruning:
+    """Candidates, outcomes and trajectories are partitioned by benchmark; a one-benchmark slice reads
+    only that partition (and the unknown-benchmark one) yet finds task rows another benchmark wrote."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def two_benchmarks(cls, shared_data, tmp_path_factory):
+        lake = Lake(tmp_path_factory.mktemp("two-benchmarks") / "lake")
+        ingest([shared_data / "swebench-lite", shared_data / "swebench-verified"], lake)
+        return lake
+
+    def test_each_benchmark_has_its_own_partition(self, two_benchmarks):
+        paths = two_benchmarks.delta_table("candidates").file_uris()
+        assert any("benchmark=swe-bench-lite" in p for p in paths)
+        assert any("benchmark=swe-bench-verified" in p for p in paths)
+
+    def test_a_benchmark_slice_scans_only_its_partitions(self, two_benchmarks):
+        from trajectory_lake.slices import _benchmark_filter
+
+        spec = SliceSpec(name="v", benchmarks=["swe-bench-verified"])
+        plan = two_benchmarks.scan("candidates").filter(_benchmark_filter(spec)).explain()
+        assert "benchmark=swe-bench-verified" in plan and "benchmark=swe-bench-lite" not in plan
+
+    def test_the_slice_equals_a_brute_force_join(self, two_benchmarks):
+        manifest = resolve_slice(two_benchmarks, SliceSpec(name="v", benchmarks=["swe-bench-verified"],
+                                                           drop_empty=False))
+        frame = scan_slice(two_benchmarks, manifest).collect()
+        lake = two_benchmarks
+        tasks = lake.read("tasks").select("task_id", "prompt", pl.col("benchmark").alias("task_benchmark"))
+        expected = (
+            lake.read("candidates").filter(pl.col("kind") == "patch")
+            .join(lake.read("outcomes").filter(pl.col("name") == "resolved").select("candidate_id"),
+                  on="candidate_id")
+            .join(tasks, on="task_id", how="left")
+            .filter(pl.coalesce("benchmark", "task_benchmark") == "swe-bench-verified")
+        )
+        assert frame.height == expected.height > 0
+        assert set(frame["candidate_id"]) == set(expected["candidate_id"])
+        # Verified runs that solved Lite tasks: their task rows sit in the Lite partition, prompts found.
+        shared = frame.join(tasks.filter(pl.col("task_benchmark") == "swe-bench-lite"), on="task_id")
+        assert shared.height > 0
+        assert frame["prompt"].null_count() == 0
+        assert set(frame["benchmark"]) == {"swe-bench-verified"}
