@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 import os
 import tempfile
 import uuid
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections import defaultdict, deque
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -45,6 +47,8 @@ logger = logging.getLogger(__name__)
 DATA_SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj")
 DEFAULT_MAX_RAW_BYTES = 1 << 20
 DEFAULT_FLUSH_BYTES = 16 << 20
+# Below this much input, starting reader processes costs more than it saves.
+PARALLEL_MIN_BYTES = 32 << 20
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Tables written per ingest, in this order (parents before children only for readability: ids make
 # any order safe to re-run).
@@ -144,6 +148,8 @@ def ingest(
     *,
     max_raw_bytes: int = DEFAULT_MAX_RAW_BYTES,
     flush_bytes: int = DEFAULT_FLUSH_BYTES,
+    workers: int | None = None,
+    parallel_min_bytes: int = PARALLEL_MIN_BYTES,
 ) -> IngestReport:
     """Ingest files and directories into ``lake``.
 
@@ -156,6 +162,11 @@ def ingest(
         lake: the target lake (its tables are created if missing).
         max_raw_bytes: cap on the raw bytes kept per quarantined record.
         flush_bytes: input bytes read between two stagings.
+        workers: processes that parse files in parallel (default: the CPU count, at most 8). Reading
+            (parsing and normalising, the bulk of an ingest) runs in the workers; validation,
+            deduplication and the commits stay in this process, in input order, so the result is
+            the same row for row as with ``workers=1`` (everything in this process).
+        parallel_min_bytes: inputs smaller than this are read in this process whatever ``workers``.
 
     Returns:
         The :class:`IngestReport`.
@@ -175,6 +186,8 @@ def ingest(
         raise ValueError(f"max_raw_bytes must be >= 0, got {max_raw_bytes}")
     if flush_bytes < 1:
         raise ValueError(f"flush_bytes must be >= 1, got {flush_bytes}")
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be >= 1 (1 reads in this process), got {workers}")
     files, skipped = discover(paths)
     lake.create()
     report = IngestReport(ingest_id=str(uuid.uuid4()), lake=lake.uri, skipped=[str(p) for p in skipped])
@@ -185,10 +198,13 @@ def ingest(
         # entity wins, so a full trajectory beats a bare prediction and a dataset's task row beats a
         # prompt recovered from a trajectory.
         members = sorted(((g, s, a) for g, ms in groups for s, a in ms), key=lambda m: -m[2].rank)
+        total = sum(s.size for _, s, _ in members)
+        processes = 1 if total < parallel_min_bytes else min(workers or min(os.cpu_count() or 1, 8), len(members))
         pending = 0
-        for group, source, adapter in members:
-            writer.add(source, adapter, list(adapter.read(source, group)))
-            pending += len(source.data)
+        for (group, source, adapter), (items, matched) in _read_members(members, processes):
+            group.matched |= matched
+            writer.add(source, adapter, items)
+            pending += source.size
             source.release()
             if pending >= flush_bytes:
                 writer.flush()
@@ -202,6 +218,47 @@ def ingest(
                 )
         writer.commit()
     return report
+
+
+Member = tuple[RunGroup, SourceFile, Adapter]
+ReadResult = tuple[list[Bundle | Quarantined], set[str]]
+
+
+def _read_member(source: SourceFile, adapter: Adapter, group: RunGroup) -> ReadResult:
+    """All records of one source, and the group's labels they used (runs in a reader process too)."""
+    items = list(adapter.read(source, group))
+    source.release()
+    return items, group.matched
+
+
+def _read_members(members: list[Member], processes: int) -> Iterator[tuple[Member, ReadResult]]:
+    """Each member with what reading it gave, in ``members`` order.
+
+    With ``processes > 1`` files are read by a pool of forked processes, a bounded window ahead of the
+    consumer (so memory holds a few files' rows, not the input's); the parent only merges.
+    """
+    if processes <= 1:
+        for group, source, adapter in members:
+            yield (group, source, adapter), _read_member(source, adapter, group)
+        return
+    # fork: the readers need nothing but the adapters' pure-Python code, and start in milliseconds.
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
+    window: deque[tuple[Member, Future[ReadResult]]] = deque()
+    with ProcessPoolExecutor(max_workers=processes, mp_context=context) as pool:
+        queue = iter(members)
+        try:
+            for member in queue:
+                group, source, adapter = member
+                window.append((member, pool.submit(_read_member, source, adapter, group)))
+                if len(window) >= 2 * processes:
+                    done, future = window.popleft()
+                    yield done, future.result()
+            while window:
+                done, future = window.popleft()
+                yield done, future.result()
+        finally:
+            for _, future in window:
+                future.cancel()
 
 
 def _group(
@@ -261,6 +318,9 @@ class _Writer:
         self.inferred_tasks: set[str] | None = None
         self.writers: dict[str, pa.RecordBatchStreamWriter] = {}
         self.task_upgrades: list[dict[str, Any]] = []
+        # Sessions that grew since they were ingested (a rollout file appended to): their trajectory and
+        # candidate rows replace the lake's, by key.
+        self.grown: dict[str, dict[str, dict[str, Any]]] = {"trajectories": {}, "candidates": {}}
 
     # -- intake ---------------------------------------------------------------------------------
 
@@ -304,6 +364,7 @@ class _Writer:
         self.pending = []
         counts_before = {t: replace(c) for t, c in self.report.counts.items()}
         upgrades_before = len(self.task_upgrades)
+        grown_before = {t: dict(rows) for t, rows in self.grown.items()}
         fresh = self._fresh(pending)
         tables = self._conformed(fresh)
         if tables is None:  # some record does not fit its schema: quarantine it, stage the rest
@@ -313,6 +374,7 @@ class _Writer:
             for row in self.task_upgrades[upgrades_before:]:
                 self._inferred_tasks().add(row["task_id"])
             del self.task_upgrades[upgrades_before:]
+            self.grown = grown_before
             good: Pending = []
             for source, adapter, bundle in pending:
                 problem = _misfit(bundle)
@@ -356,15 +418,23 @@ class _Writer:
         return True
 
     def _fresh(self, pending: Pending) -> Fresh:
-        """The rows neither in the lake nor staged earlier in this ingest, by table; counts them."""
+        """The rows neither in the lake nor staged earlier in this ingest, by table; counts them.
+
+        A trajectory already in the lake whose bundle brings new steps has grown: its trajectory and
+        candidate rows are kept aside to replace the lake's at commit.
+        """
         fresh: Fresh = defaultdict(list)
         for _, _, bundle in pending:
+            known: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
+            stepped: set[str] = set()
             for table, rows in bundle.rows.items():
                 counts = self.report.counts[table]
                 for row in rows:
                     counts.read += 1
                     if table == "steps":
                         new = self._step_is_new(row)
+                        if new:
+                            stepped.add(row["trajectory_id"])
                     else:
                         key = tuple(row[k] for k in KEYS[table])
                         keys = self._key_set(table)
@@ -378,6 +448,11 @@ class _Writer:
                         fresh[table].append(row)
                     else:
                         counts.duplicate += 1
+                        if table in self.grown:
+                            known[row["trajectory_id"]].append((table, row))
+            for trajectory_id in stepped & known.keys():
+                for table, row in known[trajectory_id]:
+                    self.grown[table][row[KEYS[table][0]]] = row
         return fresh
 
     def _forget(self, fresh: Fresh) -> None:
@@ -443,6 +518,13 @@ class _Writer:
                 report.counts["tasks"].duplicate -= upgraded
                 if upgraded:
                     report.versions["tasks"] = self.lake.version("tasks")
+            if self.grown.get(table):
+                replaced = _replace_grown(self.lake, table, list(self.grown[table].values()), report.ingest_id,
+                                          self.now, metadata)
+                report.counts[table].written += replaced
+                report.counts[table].duplicate -= replaced
+                if replaced:
+                    report.versions[table] = self.lake.version(table)
             if table in self.writers:
                 with pa.OSFile(str(self.staging / f"{table}.arrows")) as handle:
                     report.versions[table] = self.lake.append_stream(table, pa.ipc.open_stream(handle),
@@ -486,6 +568,26 @@ def _upgrade_inferred_tasks(
     source = conform("tasks", [{**r, "ingest_id": ingest_id, "ingested_at": now} for r in richer if r["task_id"] in wanted])
     lake.merge_update("tasks", source, key="task_id", only_if="t.benchmark IS NULL AND t.reference IS NULL",
                       metadata=metadata)
+    return source.num_rows
+
+
+def _replace_grown(
+    lake: Lake, table: str, rows: list[dict[str, Any]], ingest_id: str, now: datetime, metadata: dict[str, str]
+) -> int:
+    """Replace the lake's rows of sessions that grew (trajectories with more steps now; their candidates
+    where the content changed) in one MERGE commit. Returns the number of rows replaced."""
+    key = KEYS[table][0]
+    only_if = "s.n_steps > t.n_steps" if table == "trajectories" else "s.content_sha256 <> t.content_sha256"
+    column = "n_steps" if table == "trajectories" else "content_sha256"
+    current = dict(
+        lake.scan(table).filter(pl.col(key).is_in([r[key] for r in rows])).select(key, column).collect().iter_rows()
+    )
+    changed = [r for r in rows if r[key] in current and (
+        (r[column] or 0) > (current[r[key]] or 0) if table == "trajectories" else r[column] != current[r[key]])]
+    if not changed:
+        return 0
+    source = conform(table, [{**r, "ingest_id": ingest_id, "ingested_at": now} for r in changed])
+    lake.merge_update(table, source, key=key, only_if=only_if, metadata=metadata)
     return source.num_rows
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from trajectory_lake._hashing import content_sha256
+from trajectory_lake._json import loads
 from trajectory_lake.records import Bundle, Quarantined
 
 __all__ = ["Adapter", "Labels", "RunGroup", "SourceFile"]
@@ -42,6 +42,11 @@ class SourceFile:
         if self._data is None:
             self._data = self.path.read_bytes()
         return self._data
+
+    @property
+    def size(self) -> int:
+        """The file's size in bytes (without reading it)."""
+        return len(self._data) if self._data is not None else self.path.stat().st_size
 
     def release(self) -> None:
         """Forget the bytes and everything parsed from them (the hash is kept)."""
@@ -77,7 +82,7 @@ class SourceFile:
             ValueError: it is not valid UTF-8 JSON (the message says where it breaks).
         """
         try:
-            return json.loads(self.text)
+            return loads(self.text)
         except UnicodeDecodeError as exc:
             raise ValueError(f"not UTF-8 text: {exc}") from exc
         except (ValueError, RecursionError) as exc:  # JSONDecodeError, over-long integers, deep nesting
@@ -103,7 +108,7 @@ class SourceFile:
             if not raw.strip():
                 continue
             try:
-                out.append(json.loads(raw))
+                out.append(loads(raw))
             except (ValueError, RecursionError):  # includes JSON and UTF-8 decode errors
                 continue
             if len(out) >= limit:
@@ -120,7 +125,7 @@ class SourceFile:
         lines = [line for line in self.head().splitlines() if line.strip()]
         if len(lines) >= 2:
             try:
-                json.loads(lines[0])
+                loads(lines[0])
             except (ValueError, RecursionError):  # includes JSON and UTF-8 decode errors
                 return True
             return False  # the first line is a whole JSON value: JSONL
@@ -221,7 +226,7 @@ class Adapter(ABC):
             if not raw.strip():
                 continue
             try:
-                value = json.loads(raw.decode("utf-8"))
+                value = loads(raw)
             except UnicodeDecodeError as exc:
                 yield self.quarantine(f"line {number}", f"not UTF-8 text: {exc}", raw)
                 continue
