@@ -4,10 +4,12 @@ Builds a large corpus on disk from the real OpenHands evaluation sample (``outpu
 trajectories per file, one run per file) plus the matching SWE-bench ``tasks.jsonl`` rows (each run,
 and so each task, on one of eight SWE-bench benchmarks), then prints one table:
 
-* **ingest**: ``trajectory_lake.ingest`` into a new lake (in a child process) → trajectories/s,
-  steps/s, MB/s of input, against the *floor*: writing the same rows (read back from the lake as
-  Arrow, one table at a time) with plain ``pyarrow.parquet.write_table`` (default compression on both
-  sides: snappy). Target: <= 1.5x the floor.
+* **ingest**: ``trajectory_lake.ingest`` into a new lake (in a child process, with its default of one
+  reader process per core) → trajectories/s, steps/s, MB/s of input, against the *floor*: writing the
+  same rows (read back from the lake as Arrow batches) with plain ``pyarrow.parquet`` (snappy on both
+  sides). Target: <= 1.5x the floor. Also printed: *parse only*, reading every input line with
+  ``msgspec`` over as many processes (what any JSON ingest pays before normalising or writing), and
+  the quarter corpus read in-process (``workers=1``) against the reader processes.
 * **peak memory**: the ingest child's peak RSS for a quarter of the corpus (the first quarter of the
   files: same file size) and for all of it, next to a child that only imports Harvest. Target: flat in
   input size.
@@ -276,28 +278,31 @@ def link_subset(root: Path, paths: list[tuple[Path, Path]]) -> int:
 _CHILD = """
 import json, resource, sys, time
 from trajectory_lake import Lake, ingest
-corpus, lake, profile = sys.argv[1], sys.argv[2], sys.argv[3]
+corpus, lake, profile, workers = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 if corpus == "-":
     print(json.dumps({"maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss})); sys.exit()
 if profile != "-":
     import cProfile; prof = cProfile.Profile(); prof.enable()
 started = time.perf_counter()
-report = ingest([corpus], Lake(lake))
+report = ingest([corpus], Lake(lake), workers=workers or None)
 seconds = time.perf_counter() - started
 if profile != "-":
     prof.disable(); prof.dump_stats(profile)
+children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
 print(json.dumps({"seconds": seconds, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                  "children_maxrss_kb": children,
                   "written": {t: c.written for t, c in report.counts.items()},
                   "quarantined": report.total("quarantined")}))
 """
 
 
 def ingest_child(
-    corpus: Path | str, lake: Path | str, tmp: Path, profile: Path | None = None
+    corpus: Path | str, lake: Path | str, tmp: Path, profile: Path | None = None, workers: int = 0
 ) -> dict[str, Any]:
+    """Ingest in a child process; ``workers=0`` is Harvest's default (one reader process per core)."""
     env = {**os.environ, "TMPDIR": str(tmp)}
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(corpus), str(lake), str(profile or "-")],
+        [sys.executable, "-c", _CHILD, str(corpus), str(lake), str(profile or "-"), str(workers)],
         capture_output=True,
         text=True,
         env=env,
@@ -314,17 +319,40 @@ def ingest_child(
 
 
 def floor_write(lake: Lake, out: Path) -> float:
-    """Seconds to write every table's rows with plain ``pyarrow.parquet.write_table`` (reads not timed)."""
+    """Seconds to write every table's rows with plain ``pyarrow.parquet`` (one file per table, default
+    snappy), streamed batch by batch from the lake so memory stays bounded; only the writes are timed."""
     total = 0.0
     out.mkdir(parents=True, exist_ok=True)
     for table in TABLES:
-        rows = lake.delta_table(table).to_pyarrow_table()
-        started = time.perf_counter()
-        pq.write_table(rows, out / f"{table}.parquet")
-        total += time.perf_counter() - started
-        del rows
+        dataset = lake.delta_table(table).to_pyarrow_dataset()
+        with pq.ParquetWriter(out / f"{table}.parquet", dataset.schema) as writer:
+            for batch in dataset.to_batches():
+                started = time.perf_counter()
+                writer.write_batch(batch)
+                total += time.perf_counter() - started
     shutil.rmtree(out)
     return total
+
+
+def parse_floor(paths: list[tuple[Path, Path]]) -> float:
+    """Seconds to read every input file and parse each line with ``msgspec`` (no normalising, no
+    writing), spread over the same number of processes as the ingest's readers: what any JSON ingest
+    pays before it does anything."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    files = [str(p) for pair in paths for p in pair]
+    started = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=min(os.cpu_count() or 1, 8)) as pool:
+        list(pool.map(_parse_file, files, chunksize=1))
+    return time.perf_counter() - started
+
+
+def _parse_file(path: str) -> int:
+    import msgspec
+
+    decoder = msgspec.json.Decoder()
+    with open(path, "rb") as handle:
+        return sum(1 for line in handle if line.strip() and decoder.decode(line) is not None)
 
 
 def full_scan(lake: Lake, benchmark: str) -> int:
@@ -458,6 +486,8 @@ def run(args: argparse.Namespace, work: Path) -> None:
     baseline = ingest_child("-", "-", tmp)
     small = ingest_child(work / "corpus-quarter", work / "lake-quarter", tmp)
     shutil.rmtree(work / "lake-quarter")
+    small_serial = ingest_child(work / "corpus-quarter", work / "lake-quarter", tmp, workers=1)
+    shutil.rmtree(work / "lake-quarter")
     profile = None
     if args.profile:  # a separate, profiled ingest of the quarter corpus: cProfile would skew the timed one
         profile = work / "ingest.prof"
@@ -474,6 +504,7 @@ def run(args: argparse.Namespace, work: Path) -> None:
     )
 
     t_floor, _ = _time(lambda: floor_write(lake, work / "floor"), args.repeat)
+    t_parse, _ = _time(lambda: parse_floor(corpus["paths"]), 1)
 
     spec = SliceSpec(name="bench", benchmarks=[args.benchmark], label="resolved")
     t_resolve, manifest = _time(lambda: resolve_slice(lake, spec), args.repeat)
@@ -487,6 +518,7 @@ def run(args: argparse.Namespace, work: Path) -> None:
     rss = {
         name: r["maxrss_kb"] / 1024 for name, r in (("import", baseline), ("quarter", small), ("full", full))
     }
+    readers = {name: r.get("children_maxrss_kb", 0) / 1024 for name, r in (("quarter", small), ("full", full))}
     print()
     print(
         f"Harvest lake benchmark: {n_traj} trajectories, {n_steps} steps, {size_mb:.0f} MB of OpenHands "
@@ -508,18 +540,25 @@ def run(args: argparse.Namespace, work: Path) -> None:
         rates = f"{n_traj / t:>9.0f}{n_steps / t:>10.0f}{size_mb / t:>7.1f}" if traj else f"{'':>26}"
         print(f"{name:<52}{t:>9.2f}{rates}{ratio}")
 
-    row("harvest ingest (new lake, one commit per table)", full["seconds"], t_floor)
-    row("floor: pyarrow.parquet.write_table of the rows", t_floor, t_floor)
+    cores = min(os.cpu_count() or 1, 8)
+    row(f"harvest ingest ({cores} reader processes, one commit/table)", full["seconds"], t_floor)
+    row("floor: pyarrow.parquet writing the same rows", t_floor, t_floor)
+    row(f"parse only: msgspec over every line ({cores} processes)", t_parse, t_floor)
     print(f"{'  ingest / floor (target <= 1.5x)':<52}{full['seconds'] / t_floor:>9.1f}x")
-    print(f"{'peak RSS, MiB':<52}{'':>9}")
+    print(f"{'  ingest / (parse + floor)':<52}{full['seconds'] / (t_parse + t_floor):>9.1f}x")
+    print(
+        f"{'  1/4 corpus: in-process reading vs readers':<52}{small_serial['seconds']:>9.1f}"
+        f"   vs {small['seconds']:.1f} s = {small_serial['seconds'] / small['seconds']:.2f}x faster"
+    )
+    print(f"{'peak RSS, MiB (main process / largest reader)':<52}{'':>9}")
     print(f"{'  import only':<52}{rss['import']:>9.0f}")
     print(
         f"{f'  ingest 1/4 corpus ({small_mb:.0f} MB, {quarter} files)':<52}{rss['quarter']:>9.0f}"
-        f"   ({small['seconds']:.1f} s)"
+        f"   / {readers['quarter']:.0f}   ({small['seconds']:.1f} s)"
     )
     print(
         f"{f'  ingest full corpus ({size_mb:.0f} MB, {args.files} files)':<52}{rss['full']:>9.0f}"
-        f"   full/quarter = {rss['full'] / rss['quarter']:.2f} (target: flat, ~1.0)"
+        f"   / {readers['full']:.0f}   full/quarter = {rss['full'] / rss['quarter']:.2f} (target: flat, ~1.0)"
     )
     print(
         f"slice: benchmark {args.benchmark}, label resolved -> {n_slice} rows "

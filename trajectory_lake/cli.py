@@ -67,13 +67,16 @@ def open_lake(lake_uri: str | None, storage_options: tuple[str, ...] = ()) -> La
 @storage_option
 @click.option("--json", "as_json", is_flag=True, help="Print the ingest report as JSON.")
 @click.option("--max-raw-bytes", default=1 << 20, show_default=True, help="Raw bytes kept per quarantined record.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Processes reading files in parallel (1: read in this process). [default: CPU count, at most 8]")
 def ingest_command(
-    paths: tuple[str, ...], lake_uri: str | None, storage_options: tuple[str, ...], as_json: bool, max_raw_bytes: int
+    paths: tuple[str, ...], lake_uri: str | None, storage_options: tuple[str, ...], as_json: bool, max_raw_bytes: int,
+    workers: int | None,
 ) -> None:
     """Ingest harness files or directories (format detected by content) into the lake."""
     lake = open_lake(lake_uri, storage_options)
     try:
-        report = ingest(list(paths), lake, max_raw_bytes=max_raw_bytes)
+        report = ingest(list(paths), lake, max_raw_bytes=max_raw_bytes, workers=workers)
     except FileNotFoundError as exc:
         raise click.ClickException(str(exc)) from exc
     except LakeError as exc:

@@ -93,6 +93,11 @@ class TestIngestCommand:
         assert lake.read("candidates").height == N_CANDIDATES
         assert lake.history("candidates")[0]["harvest.ingest_id"] == report["ingest_id"]
 
+    def test_ingest_workers_must_be_at_least_one(self, harvest, shared_data, tmp_path):
+        result = _run(harvest, "ingest", str(shared_data / CANDIDATES), "--lake", str(tmp_path / "l"), "--workers", "0")
+        assert result.exit_code == 2 and "--workers" in result.stderr
+        assert not (tmp_path / "l").exists()
+
     def test_ingest_twice_prints_every_record_as_a_duplicate(self, harvest, shared_data, tmp_path):
         args = ("ingest", str(shared_data / CANDIDATES), "--lake", str(tmp_path / "lake"), "--json")
         _ok(_run(harvest, *args))
