@@ -2,22 +2,93 @@
 
 ``configs/*.toml`` hold named recipes; command-line flags are generated from the fields below and
 override the file. Each option is documented once, in ``metadata["help"]``.
+
+The objective is a weighted sum (:class:`Objectives`); a config accepts it as one name
+(``objective = "bce"``), a TOML table (``objective = {bce = 1.0, pairwise = 0.5}``) or, from the
+command line, ``--objective bce=1,pairwise=0.5``.
 """
 
 from __future__ import annotations
 
+import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["TrainConfig", "load_config"]
+__all__ = ["Objectives", "TrainConfig", "load_config"]
 
-Objective = Literal["bce"]
 Pooling = Literal["auto", "mean", "last", "cls"]
+Precision = Literal["auto", "fp32", "bf16"]
+TrajectoryKind = Literal["patch", "answer"]
 
 
-def _opt(default: Any, help: str) -> Any:  # noqa: ANN401, A002 - dataclass field factory
+@dataclass(frozen=True, kw_only=True)
+class Objectives:
+    """Weights of the training objectives (see :mod:`value_model.losses`); zero switches one off."""
+
+    bce: float = 0.0
+    pairwise: float = 0.0
+    td: float = 0.0
+
+    def __post_init__(self) -> None:
+        problems = [f"{name} weight must be a finite number >= 0, got {value!r}"
+                    for name, value in self.weights().items()
+                    if not isinstance(value, int | float) or not 0 <= value < float("inf")]
+        if not problems and not any(self.weights().values()):
+            problems.append("at least one objective needs a weight > 0")
+        if problems:
+            raise ValueError("invalid objective: " + "; ".join(problems))
+
+    def weights(self) -> dict[str, float]:
+        """Objective name → weight, every objective included."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def active(self) -> dict[str, float]:
+        """Objective name → weight, only those with a weight > 0."""
+        return {name: weight for name, weight in self.weights().items() if weight > 0}
+
+    def __str__(self) -> str:
+        active = self.active()
+        if list(active.values()) == [1.0]:
+            return next(iter(active))
+        return ",".join(f"{name}={weight:g}" for name, weight in active.items())
+
+    @classmethod
+    def parse(cls, value: Objectives | str | Mapping[str, Any]) -> Objectives:
+        """Objectives from a name (``"bce"``), ``"bce=1,pairwise=0.5"`` or a mapping.
+
+        Raises:
+            ValueError: unknown objective names, or bad weights.
+
+        Examples:
+            >>> Objectives.parse("bce=1,pairwise=0.5").active()
+            {'bce': 1.0, 'pairwise': 0.5}
+            >>> str(Objectives.parse("td"))
+            'td'
+        """
+        if isinstance(value, Objectives):
+            return value
+        if isinstance(value, str):
+            items: dict[str, Any] = {}
+            for part in filter(None, (p.strip() for p in value.split(","))):
+                name, _, weight = part.partition("=")
+                try:
+                    items[name.strip()] = float(weight) if weight else 1.0
+                except ValueError:
+                    raise ValueError(f"objective weight {weight!r} of {name!r} is not a number") from None
+            value = items
+        if not isinstance(value, Mapping):
+            raise ValueError(f"objective must be a name, 'name=weight,...' or a table, got {value!r}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ValueError(f"unknown objectives {unknown}; known: {sorted(known)}")
+        return cls(**{name: float(weight) if isinstance(weight, int) else weight for name, weight in value.items()})
+
+
+def _opt(default: Any, help: str) -> Any:
     return field(default=default, metadata={"help": help})
 
 
@@ -27,17 +98,42 @@ class TrainConfig:
 
     backbone: str = _opt("minilm", "Local Hugging Face model directory, or 'minilm' for the packaged all-MiniLM-L6-v2.")
     pooling: Pooling = _opt("auto", "Sequence pooling: auto (mean for encoders, last token for decoders), mean, last, cls.")
-    max_length: int = _opt(256, "Token budget per example (task prompt + candidate).")
-    kind: str = _opt("patch", "Candidate kind to train on: patch, answer or action.")
-    label: str = _opt("resolved", "Outcome name used as the binary label (value > 0.5 is positive).")
-    objective: Objective = _opt("bce", "Training objective: pointwise BCE on the label.")
+    max_length: int = _opt(256, "Token budget per example (task prompt + context + candidate).")
+    kind: str = _opt("patch", "Candidate kind to train on: patch, answer (one per trajectory) or action (each "
+                     "assistant step, with the trajectory prefix as context).")
+    trajectory_kind: TrajectoryKind = _opt("patch", "For kind=action: the candidate kind (patch or answer) whose "
+                                           "outcome labels a trajectory's steps.")
+    label: str = _opt("resolved", "Outcome name used as the label (value > 0.5 is positive).")
+    objective: Objectives = field(default_factory=lambda: Objectives(bce=1.0), metadata={"help": (
+        "Objective, or a weighted sum: bce (pointwise, default), pairwise (Bradley-Terry within a task), "
+        "td (TD(lambda) regression, kind=action). E.g. 'bce' or 'bce=1,pairwise=0.5'.")})
+    gamma: float = _opt(1.0, "TD discount per action (td objective).")
+    td_lambda: float = _opt(1.0, "TD lambda: 1 = Monte-Carlo return of the final reward; < 1 bootstraps from the "
+                            "model's own value of the next action (recomputed every epoch).")
+    include_context: bool = _opt(False, "Serialize the trajectory's steps before the candidate (always on for "
+                                 "kind=action).")
+    context_steps: int = _opt(8, "The last context steps that are always kept (earlier ones fill the budget from "
+                              "the start; the middle is dropped first).")
+    include_reasoning: bool = _opt(False, "Include the steps' reasoning (thoughts) in the serialized context.")
     drop_empty: bool = _opt(True, "Drop empty candidates (an empty patch is not a candidate worth ranking).")
     epochs: float = _opt(2.0, "Passes over the training split (fractions allowed).")
-    batch_size: int = _opt(16, "Examples per optimizer step.")
-    learning_rate: float = _opt(3e-5, "Peak learning rate of the backbone.")
+    batch_size: int = _opt(16, "Examples per optimizer step, over all ranks and accumulation steps (a task's "
+                           "candidates stay in one micro-batch when the pairwise objective is on).")
+    grad_accum_steps: int = _opt(1, "Micro-batches accumulated per optimizer step on each rank.")
+    learning_rate: float = _opt(3e-5, "Peak learning rate of the backbone (of the LoRA adapters with lora_rank > 0).")
     head_learning_rate: float = _opt(1e-3, "Learning rate of the scalar head.")
     weight_decay: float = _opt(0.01, "AdamW weight decay.")
     warmup_ratio: float = _opt(0.1, "Fraction of steps with linear warm-up.")
+    lora_rank: int = _opt(0, "LoRA rank (0 = full fine-tuning). The head stays fully trainable; LoRA is merged "
+                          "into the backbone when the model is saved.")
+    lora_alpha: float = _opt(32.0, "LoRA alpha (scale = alpha / rank).")
+    lora_dropout: float = _opt(0.05, "Dropout on the LoRA path.")
+    lora_targets: tuple[str, ...] = _opt((), "Module names LoRA adapts (default: every linear layer).")
+    gradient_checkpointing: bool = _opt(False, "Recompute activations in the backward pass (less memory, ~30% "
+                                        "slower).")
+    precision: Precision = _opt("auto", "auto (bf16 autocast on CUDA, fp32 on CPU), fp32 or bf16 (bf16 on CPU "
+                                "too). With LoRA under bf16 the frozen backbone is loaded in bf16.")
+    device: str = _opt("auto", "auto (cuda:LOCAL_RANK when CUDA is present, else cpu), cpu, cuda, cuda:N.")
     val_fraction: float = _opt(0.2, "Fraction of tasks held out for validation (split by task hash).")
     split_seed: int = _opt(0, "Seed of the task-hash split.")
     seed: int = _opt(0, "Seed of initialisation and shuffling.")
@@ -53,8 +149,28 @@ class TrainConfig:
             problems.append(f"kind must be patch, answer or action, got {self.kind!r}")
         if self.pooling not in ("auto", "mean", "last", "cls"):
             problems.append(f"pooling must be auto, mean, last or cls, got {self.pooling!r}")
-        if self.objective != "bce":
-            problems.append(f"objective must be 'bce', got {self.objective!r}")
+        try:
+            object.__setattr__(self, "objective", Objectives.parse(self.objective))
+        except ValueError as exc:
+            problems.append(str(exc))
+        else:
+            if self.objective.td and self.kind != "action":
+                problems.append("the td objective scores actions: set kind = 'action'")
+        if self.trajectory_kind not in ("patch", "answer"):
+            problems.append(f"trajectory_kind must be patch or answer, got {self.trajectory_kind!r}")
+        if not (0 <= self.gamma <= 1 and 0 <= self.td_lambda <= 1):
+            problems.append(f"gamma and td_lambda must be in [0, 1], got {self.gamma} and {self.td_lambda}")
+        if self.context_steps < 0:
+            problems.append(f"context_steps must be >= 0, got {self.context_steps}")
+        if self.grad_accum_steps < 1:
+            problems.append(f"grad_accum_steps must be >= 1, got {self.grad_accum_steps}")
+        if self.lora_rank < 0 or self.lora_alpha <= 0 or not 0 <= self.lora_dropout < 1:
+            problems.append("lora_rank must be >= 0, lora_alpha > 0 and lora_dropout in [0, 1)")
+        object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
+        if self.precision not in ("auto", "fp32", "bf16"):
+            problems.append(f"precision must be auto, fp32 or bf16, got {self.precision!r}")
+        if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
+            problems.append(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
         if self.epochs <= 0:
             problems.append(f"epochs must be > 0, got {self.epochs}")
         if self.batch_size < 1 or self.eval_batch_size < 1:
@@ -70,17 +186,28 @@ class TrainConfig:
         if problems:
             raise ValueError("invalid TrainConfig: " + "; ".join(problems))
 
-    def to_dict(self) -> dict[str, Any]:
-        """The config as plain values (logged as MLflow params)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+    @property
+    def uses_context(self) -> bool:
+        """Whether examples carry trajectory steps (``include_context``, or any action example)."""
+        return self.include_context or self.kind == "action"
 
-    def updated(self, **changes: Any) -> TrainConfig:  # noqa: ANN401
+    def to_dict(self) -> dict[str, Any]:
+        """The config as plain values (logged as MLflow params; the objective as ``"bce=1,pairwise=0.5"``)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["objective"] = str(self.objective)
+        values["lora_targets"] = list(self.lora_targets)
+        return values
+
+    def updated(self, **changes: Any) -> TrainConfig:
         """A copy with ``changes`` applied (``None`` values are ignored)."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
-def load_config(path: str | Path | None = None, **overrides: Any) -> TrainConfig:  # noqa: ANN401
+def load_config(path: str | Path | None = None, **overrides: Any) -> TrainConfig:
     """A :class:`TrainConfig` from a TOML file (its ``[train]`` table or top level), then ``overrides``.
+
+    String values in the file may name environment variables (``$HARVEST_MODELS/Qwen3-4B``); they are
+    expanded when the file is loaded, and a variable that is not set is left as written.
 
     Raises:
         ValueError: unknown keys in the file, or invalid values.
@@ -93,7 +220,7 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> TrainConfig
     values: dict[str, Any] = {}
     if path is not None:
         data = tomllib.loads(Path(path).read_text())
-        values = dict(data.get("train", data))
+        values = {k: os.path.expandvars(v) if isinstance(v, str) else v for k, v in data.get("train", data).items()}
         known = {f.name for f in fields(TrainConfig)}
         unknown = sorted(set(values) - known)
         if unknown:

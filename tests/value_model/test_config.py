@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import REPO_ROOT
-from value_model.config import TrainConfig, load_config
+from value_model.config import Objectives, TrainConfig, load_config
 
 
 class TestLoadConfig:
@@ -25,3 +25,49 @@ class TestLoadConfig:
     def test_every_invalid_value_is_reported_in_one_error(self):
         with pytest.raises(ValueError, match="max_length must be >= 16.*val_fraction must be in"):
             TrainConfig(max_length=4, val_fraction=1.5)
+
+
+class TestObjectives:
+    @pytest.mark.parametrize(
+        ("value", "active"),
+        [("bce", {"bce": 1.0}), ("bce=1,pairwise=0.5", {"bce": 1.0, "pairwise": 0.5}),
+         ({"pairwise": 2, "bce": 0}, {"pairwise": 2.0})],
+    )
+    def test_a_name_a_weighted_string_or_a_table_give_the_same_typed_weights(self, value, active):
+        config = TrainConfig(objective=value)
+        assert config.objective == Objectives(**active) and config.objective.active() == active
+
+    def test_a_toml_table_sets_weighted_objectives(self, tmp_path):
+        path = tmp_path / "x.toml"
+        path.write_text("[train]\nobjective = { bce = 1.0, pairwise = 0.5 }\n")
+        assert load_config(path).objective.active() == {"bce": 1.0, "pairwise": 0.5}
+        assert load_config(path).to_dict()["objective"] == "bce=1,pairwise=0.5"
+
+    def test_unknown_objectives_and_zero_weights_are_refused(self):
+        with pytest.raises(ValueError, match=r"unknown objectives \['listwise'\]"):
+            TrainConfig(objective="listwise")
+        with pytest.raises(ValueError, match="at least one objective needs a weight"):
+            TrainConfig(objective={"bce": 0.0})
+
+    def test_td_needs_action_examples(self):
+        with pytest.raises(ValueError, match="td objective scores actions"):
+            TrainConfig(objective="td", kind="patch")
+        assert TrainConfig(objective="td", kind="action").objective.active() == {"td": 1.0}
+
+
+class TestRecipes:
+    def test_the_qwen3_recipe_loads_with_its_backbone_from_the_environment(self, monkeypatch):
+        monkeypatch.setenv("HARVEST_MODELS", "/models")
+        config = load_config(REPO_ROOT / "configs" / "qwen3-4b.toml")
+        assert config.backbone == "/models/Qwen3-4B"
+        assert (config.pooling, config.max_length, config.precision) == ("last", 32768, "bf16")
+        assert config.lora_rank > 0 and config.gradient_checkpointing and config.include_context
+
+    def test_a_flag_overrides_the_recipes_backbone(self, monkeypatch):
+        monkeypatch.delenv("HARVEST_MODELS", raising=False)
+        config = load_config(REPO_ROOT / "configs" / "qwen3-4b.toml", backbone="/elsewhere/qwen")
+        assert config.backbone == "/elsewhere/qwen"
+
+    def test_scale_options_are_validated_together(self):
+        with pytest.raises(ValueError, match="grad_accum_steps must be >= 1.*lora_rank must be >= 0.*device must be"):
+            TrainConfig(grad_accum_steps=0, lora_rank=-1, device="tpu")
