@@ -1,23 +1,56 @@
 """Training examples from the lake, and the split by task.
 
 An example is one candidate with its task prompt and its binary label. Examples are the rows of a
-lake slice (:mod:`trajectory_lake.slices`: ``candidates`` × ``outcomes`` × ``tasks`` at pinned table
+lake slice (:mod:`trajectory_lake.slices`: ``candidates`` x ``outcomes`` x ``tasks`` at pinned table
 versions); the versions are returned with the frame so a training run records exactly what it read.
 
 The split is by task: a task's hash decides whether all of its candidates are in validation, so no
 task is ever in both splits.
+
+Two kinds of example:
+
+* **trajectory-level** (``patch``, ``answer``): one row per candidate; with context, the
+  trajectory's steps come before it;
+* **step-level** (``action``): every assistant step of a trajectory whose outcome is known becomes a
+  row whose candidate is that step (its text and tool calls) and whose context is the steps before
+  it. Its ``value`` is the trajectory's final outcome (the mean of the label over the trajectory's
+  candidates), ``t`` its position among the trajectory's actions and ``n_actions`` their count, from
+  which the trainer computes TD(λ) targets (:func:`value_model.losses.td_lambda_targets`).
+
+Steps are not copied into the rows: :func:`load_steps` reads them once per trajectory, and
+:func:`contexts_of` hands each row the steps it sees.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
 from trajectory_lake import Lake
 from trajectory_lake.slices import SliceSpec, resolve_slice, scan_slice, task_bucket
+from value_model.serialize import render_action
 
-__all__ = ["Examples", "examples_of", "load_examples", "split_by_task", "task_bucket"]
+__all__ = [
+    "STEP_COLUMNS",
+    "Examples",
+    "StepsByTrajectory",
+    "action_examples_of",
+    "contexts_of",
+    "examples_of",
+    "load_action_examples",
+    "load_examples",
+    "load_steps",
+    "split_by_task",
+    "task_bucket",
+]
+
+# The step fields the serializer reads.
+STEP_COLUMNS = ("step_index", "role", "content", "reasoning", "tool_calls", "tool_call_id", "is_error")
+StepsByTrajectory = Mapping[str, Sequence[Mapping[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -25,12 +58,15 @@ class Examples:
     """Examples and where they came from.
 
     Attributes:
-        frame: one row per candidate: task_id, candidate_id, run_id, prompt, content, label, value.
+        frame: one row per candidate: task_id, candidate_id, run_id, prompt, content, label, value
+            (and for actions trajectory_id, step_index, t, n_actions, reasoning).
         versions: the table versions read (lineage for MLflow).
+        steps: each trajectory's steps in order (:func:`load_steps`), when the examples need context.
     """
 
     frame: pl.DataFrame
     versions: dict[str, int]
+    steps: StepsByTrajectory | None = None
 
 
 def load_examples(
@@ -78,3 +114,110 @@ def split_by_task(frame: pl.DataFrame, *, val_fraction: float, seed: int = 0) ->
         lambda t: task_bucket(t, seed) < val_fraction, return_dtype=pl.Boolean
     )
     return frame.filter(~is_val), frame.filter(is_val)
+
+
+def load_steps(lake: Lake, trajectory_ids: Iterable[str], *, version: int | None = None) -> dict[str, list[dict[str, Any]]]:
+    """The steps of ``trajectory_ids`` at ``version`` of the ``steps`` table (default: the latest), in order.
+
+    Returns:
+        trajectory id → its steps as dicts with :data:`STEP_COLUMNS` (trajectories without steps are absent).
+    """
+    ids = sorted(set(trajectory_ids))
+    if not ids or not lake.exists("steps"):
+        return {}
+    frame = (
+        lake.scan("steps", version=lake.version("steps") if version is None else version)
+        .filter(pl.col("trajectory_id").is_in(ids))
+        .select("trajectory_id", *STEP_COLUMNS)
+        .sort("trajectory_id", "step_index")
+        .collect()
+    )
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in frame.iter_rows(named=True):
+        out.setdefault(row.pop("trajectory_id"), []).append(row)
+    return out
+
+
+def action_examples_of(trajectories: pl.DataFrame, steps: StepsByTrajectory) -> pl.DataFrame:
+    """Step-level examples: every assistant step of every labelled trajectory (see the module docstring).
+
+    Args:
+        trajectories: labelled trajectory-level rows (:func:`examples_of` of a ``patch``/``answer``
+            slice): ``trajectory_id``, ``task_id``, ``run_id``, ``prompt``, ``value`` and, when
+            present, ``split``. Several candidates of one trajectory are averaged.
+        steps: each trajectory's steps in order (:func:`load_steps`).
+
+    Returns:
+        One row per non-empty assistant step, ordered by task, trajectory and step: ``candidate_id``
+        (``<trajectory_id>/action/<step_index>``), ``kind`` = ``action``, ``step_index``, ``t``,
+        ``n_actions``, ``content`` (the step's text and tool calls), ``reasoning``, ``value`` (the
+        trajectory's outcome) and the binary ``label``.
+    """
+    keep = [c for c in ("run_id", "split") if c in trajectories.columns]
+    outcome = (
+        trajectories.group_by("trajectory_id", maintain_order=True)
+        .agg(pl.col("task_id").first(), pl.col("prompt").first(), *(pl.col(c).first() for c in keep),
+             pl.col("value").mean())
+    )
+    rows: list[dict[str, Any]] = []
+    for trajectory in outcome.iter_rows(named=True):
+        actions = [s for s in steps.get(trajectory["trajectory_id"], ()) if s["role"] == "assistant"
+                   and render_action(s["content"], s["tool_calls"])]
+        for t, step in enumerate(actions):
+            rows.append({
+                **trajectory,
+                "candidate_id": f"{trajectory['trajectory_id']}/action/{step['step_index']}",
+                "kind": "action",
+                "step_index": step["step_index"],
+                "t": t,
+                "n_actions": len(actions),
+                "content": render_action(step["content"], step["tool_calls"]),
+                "reasoning": step["reasoning"],
+            })
+    schema = {"trajectory_id": pl.String, "task_id": pl.String, "prompt": pl.String,
+              **{c: pl.String for c in keep}, "value": pl.Float64, "candidate_id": pl.String, "kind": pl.String,
+              "step_index": pl.Int32, "t": pl.Int32, "n_actions": pl.Int32, "content": pl.String,
+              "reasoning": pl.String}
+    frame = pl.DataFrame(rows, schema=schema)
+    return frame.with_columns(label=(pl.col("value") > 0.5).cast(pl.Float32)).sort("task_id", "trajectory_id", "t")
+
+
+def load_action_examples(
+    lake: Lake,
+    *,
+    trajectory_kind: str = "patch",
+    label: str = "resolved",
+    versions: dict[str, int] | None = None,
+    steps_version: int | None = None,
+) -> Examples:
+    """Step-level examples of every trajectory with a labelled ``trajectory_kind`` candidate.
+
+    Args:
+        lake: the lake to read.
+        trajectory_kind: the candidate kind (``patch`` or ``answer``) that carries the outcome.
+        label: outcome name.
+        versions: pin the slice tables' versions (default: the latest of each).
+        steps_version: pin the ``steps`` table's version (default: the latest).
+
+    Returns:
+        :class:`Examples` with the steps attached; ``versions`` includes ``steps``.
+    """
+    trajectories = load_examples(lake, kind=trajectory_kind, label=label, drop_empty=False, versions=versions)
+    version = lake.version("steps") if steps_version is None else steps_version
+    steps = load_steps(lake, trajectories.frame.get_column("trajectory_id"), version=version)
+    return Examples(frame=action_examples_of(trajectories.frame, steps), versions={**trajectories.versions,
+                    "steps": version}, steps=steps)
+
+
+def contexts_of(frame: pl.DataFrame, steps: StepsByTrajectory) -> list[list[Mapping[str, Any]]]:
+    """Each row's context: for an action, the steps of its trajectory before it; otherwise all of them."""
+    out: list[list[Mapping[str, Any]]] = []
+    step_index = frame.get_column("step_index") if "step_index" in frame.columns else None
+    kinds = frame.get_column("kind") if "kind" in frame.columns else None
+    for i, trajectory_id in enumerate(frame.get_column("trajectory_id")):
+        trajectory = list(steps.get(trajectory_id, ()))
+        if kinds is not None and step_index is not None and kinds[i] == "action" and step_index[i] is not None:
+            end = bisect_left([s["step_index"] for s in trajectory], step_index[i])
+            trajectory = trajectory[:end]
+        out.append(trajectory)
+    return out

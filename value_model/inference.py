@@ -8,7 +8,7 @@ evaluation and the reranker service all score exactly the same way.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from value_model._runtime import autocast
 from value_model.model import ValueModel
-from value_model.serialize import encode_pairs
+from value_model.serialize import encode_serialized, serialize_examples
 
 __all__ = ["Calibration", "ScoredBatch", "Scorer", "predict_values"]
 
@@ -70,24 +71,42 @@ def predict_values(
     *,
     max_length: int,
     batch_size: int = 32,
+    contexts: Sequence[Sequence[Mapping[str, Any]] | None] | None = None,
+    context_steps: int = 8,
+    include_reasoning: bool = False,
+    precision: str = "fp32",
 ) -> tuple[np.ndarray, list[bool]]:
-    """Raw values for (prompt, candidate) pairs, batched by length; and which inputs were truncated."""
+    """Raw values for examples, batched by length; and which inputs were truncated.
+
+    Args:
+        model: the value model.
+        tokenizer: its tokenizer.
+        prompts: task prompts.
+        candidates: candidate texts.
+        max_length: token budget per example.
+        batch_size: examples per forward pass.
+        contexts: per example, the trajectory steps before the candidate (see
+            :func:`~value_model.serialize.serialize_examples`).
+        context_steps: the last context steps always kept.
+        include_reasoning: render the steps' reasoning.
+        precision: ``bf16`` (or ``auto`` on CUDA) runs under bf16 autocast.
+    """
     if len(prompts) != len(candidates):
         raise ValueError(f"got {len(prompts)} prompts but {len(candidates)} candidates")
     model.eval()
     device = next(model.parameters()).device
-    order = sorted(range(len(candidates)), key=lambda i: len(prompts[i]) + len(candidates[i]))
-    values = np.zeros(len(candidates), dtype=np.float64)
-    truncated = [False] * len(candidates)
+    items = serialize_examples(tokenizer, prompts, candidates, max_length=max_length, contexts=contexts,
+                               context_steps=context_steps, include_reasoning=include_reasoning)
+    order = sorted(range(len(items)), key=lambda i: len(items[i].first) + len(items[i].second))
+    values = np.zeros(len(items), dtype=np.float64)
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
-        encoded = encode_pairs(tokenizer, [prompts[i] for i in idx], [candidates[i] for i in idx], max_length=max_length)
+        encoded = encode_serialized(tokenizer, [items[i] for i in idx], max_length=max_length)
         inputs = {k: v.to(device) for k, v in encoded.inputs.items()}
-        out = model(**inputs).float().cpu().numpy()
-        for j, i in enumerate(idx):
-            values[i] = out[j]
-            truncated[i] = encoded.truncated[j]
-    return values, truncated
+        with autocast(precision, device):
+            out = model(**inputs).float().cpu().numpy()
+        values[idx] = out
+    return values, [item.truncated for item in items]
 
 
 @dataclass(frozen=True)
@@ -106,9 +125,10 @@ class Scorer:
     Attributes:
         model: the value model (eval mode).
         tokenizer: its tokenizer.
-        max_length: token budget per (prompt, candidate) pair.
+        max_length: token budget per example.
         calibration: Platt scaling from training.
-        info: the artefact's ``harvest.json``.
+        info: the artefact's ``harvest.json`` (its ``serialize`` entry holds the context options the
+            model was trained with: ``context_steps``, ``include_reasoning``).
     """
 
     model: ValueModel
@@ -126,10 +146,16 @@ class Scorer:
         return cls(model=model, tokenizer=tokenizer, max_length=int(info.get("max_length", 512)),
                    calibration=calibration, info=info)
 
-    def score(self, prompt: str, candidates: Sequence[str]) -> ScoredBatch:
-        """Score every candidate of one task."""
+    def score(
+        self, prompt: str, candidates: Sequence[str], *, context: Sequence[Mapping[str, Any]] | None = None
+    ) -> ScoredBatch:
+        """Score every candidate of one task, after the same trajectory ``context`` (steps) if given."""
+        options = self.info.get("serialize", {})
         values, truncated = predict_values(
             self.model, self.tokenizer, [prompt] * len(candidates), list(candidates),
             max_length=self.max_length, batch_size=self.batch_size,
+            contexts=[context] * len(candidates) if context else None,
+            context_steps=int(options.get("context_steps", 8)),
+            include_reasoning=bool(options.get("include_reasoning", False)),
         )
         return ScoredBatch(values=values, scores=self.calibration.apply(values), truncated=truncated)

@@ -1,27 +1,59 @@
-"""Turn (task prompt, candidate) pairs into model inputs within a token budget.
+"""Turn examples (task prompt, trajectory context, candidate) into model inputs within a token budget.
 
-Policy (the same at training and at serving time):
+An example is encoded as a pair: the first segment is the task prompt followed by the trajectory
+context (steps with their roles, tool calls and tool results), the second is the candidate (a final
+patch or answer, or the proposed next action). The policy is the same at training and at serving
+time, and works in tokens of the model's own tokenizer:
 
-* the candidate gets up to two thirds of the budget, the task prompt the rest (and whatever the
-  candidate leaves unused);
+* **without context** the candidate gets up to two thirds of the budget and the task prompt the rest
+  (and whatever the candidate leaves unused) — :func:`split_budget`;
+* **with context** the task prompt gets up to a sixth, the candidate up to a third and the context
+  the rest; a share a part does not use goes to the candidate, then the context, then the task —
+  :func:`allocate_budget`;
 * the task prompt keeps its head; the candidate keeps its head and tail, with an explicit marker
   ``[... N tokens truncated ...]`` where its middle was cut;
-* nothing is dropped: an over-long example is truncated, and the caller gets a ``truncated`` flag.
+* in the context, the last ``context_steps`` steps are always kept; earlier steps are then added
+  from the start while they fit, so steps are dropped from the middle first, where a marker
+  ``[... N steps omitted ...]`` stands for them; a long step (an observation) is cut head + tail to
+  at most a quarter of the context budget — :func:`pack_context`;
+* reasoning (``<think>`` blocks) is included only when asked;
+* nothing is dropped: an over-long example is truncated, and every example carries a ``truncated``
+  flag.
 
 Cuts are made on token boundaries through the fast tokenizer's offset mapping, so the text that is
-encoded is an exact slice of the original.
+encoded is made of exact slices of the original. :func:`encode_pairs` (prompt + candidate, no
+context) is what the reranker service scores with.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Encoded", "encode_pairs", "split_budget"]
+__all__ = [
+    "Encoded",
+    "Serialized",
+    "allocate_budget",
+    "encode_examples",
+    "encode_pairs",
+    "encode_serialized",
+    "pack_context",
+    "render_action",
+    "render_step",
+    "serialize_examples",
+    "split_budget",
+    "with_reasoning",
+]
 
 _MARKER = "\n[... {n} tokens truncated ...]\n"
 _MARKER_TOKENS = 12  # generous allowance for the marker itself
+_OMITTED = "[... {n} steps omitted ...]"
+_MIN_STEP_TOKENS = 16  # a kept step always has room for its header and a cut marker
+_CONTEXT_SEPARATOR = "\n\n"
+
+Step = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -30,6 +62,80 @@ class Encoded:
 
     inputs: dict[str, Any]
     truncated: list[bool]
+
+
+@dataclass(frozen=True)
+class Serialized:
+    """One example cut to its budget, as the two texts of a pair.
+
+    Attributes:
+        first: task prompt (+ context).
+        second: candidate.
+        truncated: whether anything was cut or dropped.
+        steps_kept: context steps present (whole or cut).
+        steps_omitted: context steps dropped from the middle.
+    """
+
+    first: str
+    second: str
+    truncated: bool
+    steps_kept: int = 0
+    steps_omitted: int = 0
+
+
+# ---------------------------------------------------------------------------------------------------
+# Rendering
+
+
+def render_action(content: str | None, tool_calls: Sequence[Mapping[str, Any]] | None) -> str:
+    """An assistant step's text followed by its tool calls, one ``<tool_call>`` line each.
+
+    Examples:
+        >>> print(render_action("Looking.", [{"name": "bash", "arguments": '{"cmd": "ls"}'}]))
+        Looking.
+        <tool_call>bash {"cmd": "ls"}</tool_call>
+    """
+    parts = [content.strip()] if content and content.strip() else []
+    for call in tool_calls or ():
+        arguments = call.get("arguments") or ""
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+        parts.append(f"<tool_call>{call.get('name') or '?'} {arguments}".rstrip() + "</tool_call>")
+    return "\n".join(parts)
+
+
+def with_reasoning(text: str, reasoning: str | None, *, include_reasoning: bool) -> str:
+    """``text`` preceded by a ``<think>`` block when reasoning is present and asked for.
+
+    Examples:
+        >>> with_reasoning("ls", "need files", include_reasoning=True)
+        '<think>need files</think>\\nls'
+        >>> with_reasoning("ls", "need files", include_reasoning=False)
+        'ls'
+    """
+    if include_reasoning and reasoning and reasoning.strip():
+        return f"<think>{reasoning.strip()}</think>\n{text}"
+    return text
+
+
+def render_step(step: Step, *, include_reasoning: bool = False) -> str:
+    """One trajectory step as text: a ``[role]`` header (``[tool error]`` for failed tool results),
+    the reasoning if asked for, the content and the tool calls.
+
+    Examples:
+        >>> print(render_step({"role": "tool", "content": "No such file", "is_error": True}))
+        [tool error]
+        No such file
+    """
+    role = step.get("role") or "unknown"
+    header = f"[{role} error]" if step.get("is_error") else f"[{role}]"
+    body = with_reasoning(render_action(step.get("content"), step.get("tool_calls")), step.get("reasoning"),
+                          include_reasoning=include_reasoning)
+    return f"{header}\n{body}" if body else header
+
+
+# ---------------------------------------------------------------------------------------------------
+# Budgets (pure arithmetic on token counts)
 
 
 def split_budget(n_prompt: int, n_candidate: int, budget: int) -> tuple[int, int]:
@@ -50,6 +156,114 @@ def split_budget(n_prompt: int, n_candidate: int, budget: int) -> tuple[int, int
     return prompt, candidate
 
 
+def allocate_budget(n_task: int, n_context: int, n_candidate: int, budget: int) -> tuple[int, int, int]:
+    """Token counts (task, context, candidate) that fit ``budget`` when there is context.
+
+    Shares: task ≤ 1/6, candidate ≤ 1/3, context the rest; what a part leaves unused goes to the
+    candidate, then the context, then the task.
+
+    Examples:
+        >>> allocate_budget(100, 100, 100, 600)
+        (100, 100, 100)
+        >>> allocate_budget(1000, 1000, 1000, 600)
+        (100, 300, 200)
+        >>> allocate_budget(1000, 1000, 10, 600)
+        (100, 490, 10)
+        >>> allocate_budget(1000, 10, 1000, 600)
+        (100, 10, 490)
+    """
+    needs = (n_task, n_context, n_candidate)
+    if sum(needs) <= budget:
+        return needs
+    task_share, candidate_share = budget // 6, budget // 3
+    shares = (task_share, budget - task_share - candidate_share, candidate_share)
+    granted = [min(need, share) for need, share in zip(needs, shares, strict=True)]
+    left = budget - sum(granted)
+    for part in (2, 1, 0):  # candidate, context, task
+        extra = min(needs[part] - granted[part], left)
+        granted[part] += extra
+        left -= extra
+    return granted[0], granted[1], granted[2]
+
+
+def _water_fill(lengths: Sequence[int], budget: int, *, floor: int) -> list[int]:
+    """The largest common cap ``c`` (at least ``floor``) with ``sum(min(len, c)) <= budget``."""
+    if sum(lengths) <= budget:
+        return list(lengths)
+    low, high = min(floor, max(lengths)), max(lengths)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if sum(min(n, mid) for n in lengths) <= budget:
+            low = mid
+        else:
+            high = mid - 1
+    return [min(n, low) for n in lengths]
+
+
+def pack_context(
+    lengths: Sequence[int], budget: int, *, keep_last: int, marker_tokens: int = _MARKER_TOKENS
+) -> list[int]:
+    """Tokens kept per context step (0 = dropped) so the context fits ``budget``.
+
+    1. Every step is capped at a quarter of the budget (long observations are cut head + tail);
+       whatever budget the capped steps leave unused is shared back among the cut ones, longest
+       first, once the kept steps are chosen.
+    2. The last ``keep_last`` steps are always kept; if they do not fit, they share the budget
+       (the longest are cut first), each keeping at least a header's worth (when the budget cannot
+       give even that to each, the guarantee shrinks to the last steps that can have it).
+    3. Earlier steps are added from the first one on while they fit, so the dropped steps are a
+       contiguous middle run, which costs ``marker_tokens`` for its marker.
+
+    Args:
+        lengths: each step's token count (with its separator).
+        budget: tokens for the whole context.
+        keep_last: steps at the end that are never dropped (0: none are guaranteed).
+        marker_tokens: the cost of the "steps omitted" marker.
+
+    Examples:
+        >>> pack_context([10, 10, 10], 100, keep_last=1)
+        [10, 10, 10]
+        >>> pack_context([40, 40, 40, 40], 100, keep_last=1)
+        [25, 25, 25, 25]
+        >>> pack_context([20, 20, 20, 20, 20, 20], 80, keep_last=2)
+        [20, 0, 0, 0, 20, 20]
+    """
+    n = len(lengths)
+    if n == 0 or budget <= 0:
+        return [0] * n
+    if sum(lengths) <= budget:
+        return list(lengths)
+    cap = max(budget // 4, _MIN_STEP_TOKENS)
+    capped = [min(length, cap) for length in lengths]
+    if sum(capped) <= budget:
+        return _water_fill(lengths, budget, floor=cap)
+    room = budget - marker_tokens
+    # the guaranteed tail shrinks only when not even a header per step would fit
+    keep_last = min(max(keep_last, 0), n, max(1, room // _MIN_STEP_TOKENS))
+    if keep_last == n:
+        room = budget  # nothing is dropped, so there is no marker
+    kept = [0] * n
+    tail = list(range(n - keep_last, n))
+    for i, k in zip(tail, _water_fill([capped[i] for i in tail], room, floor=_MIN_STEP_TOKENS), strict=True):
+        kept[i] = k
+    left = room - sum(kept[i] for i in tail)
+    for i in range(n - keep_last):
+        if capped[i] > left:
+            break
+        kept[i] = capped[i]
+        left -= capped[i]
+    # what the caps left unused goes back to the kept steps that were cut
+    selected = [i for i in range(n) if kept[i]]
+    for i, k in zip(selected, _water_fill([lengths[i] for i in selected], room, floor=_MIN_STEP_TOKENS),
+                    strict=True):
+        kept[i] = max(kept[i], k)
+    return kept
+
+
+# ---------------------------------------------------------------------------------------------------
+# Cutting text on token boundaries
+
+
 def _cut_head(text: str, offsets: Sequence[tuple[int, int]], keep: int) -> str:
     if keep >= len(offsets):
         return text
@@ -67,6 +281,145 @@ def _cut_head_tail(text: str, offsets: Sequence[tuple[int, int]], keep: int) -> 
     return text[:head_end] + _MARKER.format(n=n - head - tail) + text[tail_start:]
 
 
+class _Offsets:
+    """Offset mappings of texts, each tokenised once per call (steps recur across action prefixes)."""
+
+    def __init__(self, tokenizer: Any) -> None:  # noqa: ANN401
+        self._tokenizer = tokenizer
+        self._cache: dict[str, list[tuple[int, int]]] = {}
+
+    def load(self, texts: Sequence[str]) -> None:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if missing:
+            found = self._tokenizer(missing, add_special_tokens=False, return_offsets_mapping=True, truncation=False,
+                                    verbose=False)["offset_mapping"]  # over-long texts are expected: they are cut
+            self._cache.update(zip(missing, found, strict=True))
+
+    def __getitem__(self, text: str) -> list[tuple[int, int]]:
+        return self._cache[text]
+
+
+def _serialize_context(
+    steps: Sequence[str], offsets: _Offsets, budget: int, *, keep_last: int
+) -> tuple[str, bool, int, int]:
+    """(context text, truncated, steps kept, steps omitted) for rendered ``steps`` within ``budget``."""
+    sep = 1  # a separator between steps costs about one token
+    lengths = [len(offsets[s]) + sep for s in steps]
+    kept = pack_context(lengths, budget, keep_last=keep_last)
+    parts: list[str] = []
+    truncated, omitted, n_kept = False, 0, 0
+    for text, length, keep in zip(steps, lengths, kept, strict=True):
+        if keep == 0:
+            omitted += 1
+            truncated = True
+            continue
+        if omitted:
+            parts.append(_OMITTED.format(n=omitted))
+            omitted = 0
+        if keep < length:
+            truncated = True
+            text = _cut_head_tail(text, offsets[text], keep - sep)
+        parts.append(text)
+        n_kept += 1
+    if omitted:  # only when keep_last is 0 and nothing at the end fit
+        parts.append(_OMITTED.format(n=omitted))
+    n_omitted = len(steps) - n_kept
+    return "\n".join(parts), truncated, n_kept, n_omitted
+
+
+def serialize_examples(
+    tokenizer: Any,  # noqa: ANN401 - a transformers fast tokenizer
+    prompts: Sequence[str],
+    candidates: Sequence[str],
+    *,
+    max_length: int,
+    contexts: Sequence[Sequence[Step] | None] | None = None,
+    context_steps: int = 8,
+    include_reasoning: bool = False,
+) -> list[Serialized]:
+    """Cut examples to ``max_length`` tokens with the policy in the module docstring.
+
+    Args:
+        tokenizer: a fast tokenizer (offset mappings are required).
+        prompts: task prompts.
+        candidates: candidate texts (already carrying any reasoning, see :func:`with_reasoning`).
+        max_length: total token budget including special tokens.
+        contexts: per example, the trajectory steps before the candidate (dicts with ``role``,
+            ``content``, ``reasoning``, ``tool_calls``, ``is_error``), or ``None``/empty for none.
+        context_steps: the last steps of a context that are always kept.
+        include_reasoning: render the steps' reasoning.
+
+    Returns:
+        One :class:`Serialized` per example, in order.
+
+    Raises:
+        ValueError: the sequences differ in length.
+    """
+    if len(prompts) != len(candidates) or (contexts is not None and len(contexts) != len(prompts)):
+        raise ValueError(f"got {len(prompts)} prompts but {len(candidates)} candidates"
+                         + (f" and {len(contexts)} contexts" if contexts is not None else ""))
+    budget = max_length - tokenizer.num_special_tokens_to_add(pair=True)
+    rendered = [[render_step(s, include_reasoning=include_reasoning) for s in (c or ())] for c in (contexts or ())]
+    offsets = _Offsets(tokenizer)
+    offsets.load([*prompts, *candidates, *(s for steps in rendered for s in steps)])
+    out = []
+    for i, (prompt, candidate) in enumerate(zip(prompts, candidates, strict=True)):
+        steps = rendered[i] if rendered else []
+        n_prompt, n_candidate = len(offsets[prompt]), len(offsets[candidate])
+        if not steps:
+            p_keep, c_keep = split_budget(n_prompt, n_candidate, budget)
+            out.append(Serialized(first=_cut_head(prompt, offsets[prompt], p_keep),
+                                  second=_cut_head_tail(candidate, offsets[candidate], c_keep),
+                                  truncated=p_keep < n_prompt or c_keep < n_candidate))
+            continue
+        n_context = sum(len(offsets[s]) + 1 for s in steps) + 2  # + the separator after the prompt
+        p_keep, x_keep, c_keep = allocate_budget(n_prompt, n_context, n_candidate, budget)
+        context, cut_context, kept, omitted = _serialize_context(steps, offsets, x_keep - 2, keep_last=context_steps)
+        out.append(Serialized(
+            first=_cut_head(prompt, offsets[prompt], p_keep) + _CONTEXT_SEPARATOR + context,
+            second=_cut_head_tail(candidate, offsets[candidate], c_keep),
+            truncated=p_keep < n_prompt or c_keep < n_candidate or cut_context,
+            steps_kept=kept, steps_omitted=omitted,
+        ))
+    return out
+
+
+def encode_serialized(
+    tokenizer: Any,  # noqa: ANN401 - a transformers fast tokenizer
+    items: Sequence[Serialized],
+    *,
+    max_length: int,
+    return_tensors: str | None = "pt",
+) -> Encoded:
+    """Tokenise serialized examples as padded pairs of at most ``max_length`` tokens."""
+    inputs = tokenizer(
+        [s.first for s in items],
+        [s.second for s in items],
+        truncation="longest_first",  # safety net: re-tokenising slices can shift a token or two
+        max_length=max_length,
+        padding=True,
+        return_tensors=return_tensors,
+    )
+    return Encoded(inputs=dict(inputs), truncated=[s.truncated for s in items])
+
+
+def encode_examples(
+    tokenizer: Any,  # noqa: ANN401 - a transformers fast tokenizer
+    prompts: Sequence[str],
+    candidates: Sequence[str],
+    *,
+    max_length: int,
+    contexts: Sequence[Sequence[Step] | None] | None = None,
+    context_steps: int = 8,
+    include_reasoning: bool = False,
+    return_tensors: str | None = "pt",
+) -> Encoded:
+    """:func:`serialize_examples` then :func:`encode_serialized` (arguments as there)."""
+    items = serialize_examples(tokenizer, prompts, candidates, max_length=max_length, contexts=contexts,
+                               context_steps=context_steps, include_reasoning=include_reasoning)
+    return encode_serialized(tokenizer, items, max_length=max_length, return_tensors=return_tensors)
+
+
 def encode_pairs(
     tokenizer: Any,  # noqa: ANN401 - a transformers fast tokenizer
     prompts: Sequence[str],
@@ -75,7 +428,7 @@ def encode_pairs(
     max_length: int,
     return_tensors: str | None = "pt",
 ) -> Encoded:
-    """Encode (prompt, candidate) pairs under ``max_length`` tokens with the policy above.
+    """Encode (prompt, candidate) pairs under ``max_length`` tokens with the policy above, no context.
 
     Args:
         tokenizer: a fast tokenizer (offset mappings are required).
@@ -87,26 +440,4 @@ def encode_pairs(
     Raises:
         ValueError: the sequences differ in length.
     """
-    if len(prompts) != len(candidates):
-        raise ValueError(f"got {len(prompts)} prompts but {len(candidates)} candidates")
-    budget = max_length - tokenizer.num_special_tokens_to_add(pair=True)
-    both = tokenizer(
-        [*prompts, *candidates], add_special_tokens=False, return_offsets_mapping=True, truncation=False,
-        verbose=False,  # over-long texts are expected here: they are cut below
-    )["offset_mapping"]
-    p_offsets, c_offsets = both[: len(prompts)], both[len(prompts) :]
-    cut_prompts, cut_candidates, truncated = [], [], []
-    for prompt, candidate, po, co in zip(prompts, candidates, p_offsets, c_offsets, strict=True):
-        p_keep, c_keep = split_budget(len(po), len(co), budget)
-        cut_prompts.append(_cut_head(prompt, po, p_keep))
-        cut_candidates.append(_cut_head_tail(candidate, co, c_keep))
-        truncated.append(p_keep < len(po) or c_keep < len(co))
-    inputs = tokenizer(
-        cut_prompts,
-        cut_candidates,
-        truncation="longest_first",  # safety net: re-tokenising a slice can shift a token or two
-        max_length=max_length,
-        padding=True,
-        return_tensors=return_tensors,
-    )
-    return Encoded(inputs=dict(inputs), truncated=truncated)
+    return encode_examples(tokenizer, prompts, candidates, max_length=max_length, return_tensors=return_tensors)

@@ -68,3 +68,45 @@ class TestArtefact:
     def test_loading_a_directory_without_harvest_json_fails_clearly(self, tmp_path):
         with pytest.raises(FileNotFoundError, match="not a Harvest value model"):
             ValueModel.load(tmp_path)
+
+
+class TestPaddingSide:
+    @pytest.mark.parametrize("fixture", ["tiny_encoder_dir", "tiny_decoder_dir"])
+    def test_scores_do_not_depend_on_the_padding_side_or_the_batch(self, fixture, request):
+        model, tokenizer = ValueModel.from_backbone(str(request.getfixturevalue(fixture)))
+        prompts, candidates = [*PROMPTS, "x"], [*CANDIDATES, "a much longer candidate " * 6]
+        scores = {}
+        for side in ("right", "left"):
+            tokenizer.padding_side = side
+            batch, _ = predict_values(model, tokenizer, prompts, candidates, max_length=64, batch_size=3)
+            alone, _ = predict_values(model, tokenizer, prompts, candidates, max_length=64, batch_size=1)
+            assert batch == pytest.approx(alone, abs=1e-5)
+            scores[side] = batch
+        assert scores["left"] == pytest.approx(scores["right"], abs=1e-5)
+
+
+class TestLora:
+    def test_lora_trains_adapters_and_the_head_only(self, tiny_decoder_dir):
+        model, _ = ValueModel.from_backbone(str(tiny_decoder_dir))
+        model.add_lora(rank=4, alpha=8.0, dropout=0.0)
+        trainable = {name for name, p in model.named_parameters() if p.requires_grad}
+        assert {"head.weight", "head.bias"} <= trainable
+        assert all("lora_" in name for name in trainable - {"head.weight", "head.bias"})
+
+    def test_a_lora_model_saves_merged_and_reloads_without_peft_with_the_same_scores(self, tiny_decoder_dir, tmp_path):
+        model, tokenizer = ValueModel.from_backbone(str(tiny_decoder_dir))
+        model.add_lora(rank=4, alpha=8.0, dropout=0.0)
+        with torch.no_grad():  # move the adapters off their zero init, as training would
+            for name, p in model.backbone.named_parameters():
+                if "lora_B" in name:
+                    p.normal_(std=0.5)
+            model.head.weight.normal_()
+        before, _ = predict_values(model, tokenizer, PROMPTS, CANDIDATES, max_length=64)
+        model.save(tmp_path / "artefact", tokenizer, max_length=64)
+        assert not model.has_lora
+        saved = {p.name for p in (tmp_path / "artefact" / "backbone").iterdir()}
+        assert "adapter_config.json" not in saved and "config.json" in saved
+        loaded, loaded_tokenizer, _ = ValueModel.load(tmp_path / "artefact")
+        after, _ = predict_values(loaded, loaded_tokenizer, PROMPTS, CANDIDATES, max_length=64)
+        assert after == pytest.approx(before, abs=1e-4)
+        assert not any("lora" in name for name, _ in loaded.named_parameters())

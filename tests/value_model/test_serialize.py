@@ -1,10 +1,21 @@
-"""The token-budget serializer: what is kept, what is cut, and that nothing is silently dropped."""
+"""The token-budget serializer: what is kept, what is cut, and that nothing is silently dropped,
+with and without trajectory context."""
 
 from __future__ import annotations
 
 import pytest
 
-from value_model.serialize import encode_pairs, split_budget
+from value_model.data import contexts_of
+from value_model.serialize import (
+    allocate_budget,
+    encode_examples,
+    encode_pairs,
+    encode_serialized,
+    pack_context,
+    render_step,
+    serialize_examples,
+    split_budget,
+)
 
 
 class TestSplitBudget:
@@ -45,3 +56,85 @@ class TestEncodePairs:
     def test_mismatched_inputs_raise(self, minilm_tokenizer):
         with pytest.raises(ValueError, match="2 prompts but 1 candidates"):
             encode_pairs(minilm_tokenizer, ["a", "b"], ["c"], max_length=32)
+
+
+def _step(role: str, content: str, **extra) -> dict:
+    return {"role": role, "content": content, "reasoning": None, "tool_calls": None, "tool_call_id": None,
+            "is_error": None, **extra}
+
+
+class TestBudgets:
+    def test_with_context_the_task_gets_a_sixth_the_candidate_a_third_and_unused_shares_move_on(self):
+        assert allocate_budget(1000, 1000, 1000, 600) == (100, 300, 200)
+        assert allocate_budget(1000, 1000, 50, 600) == (100, 450, 50)  # the candidate's rest goes to the context
+        assert allocate_budget(20, 30, 1000, 600) == (20, 30, 550)  # short context: the candidate gets the rest
+
+    def test_context_keeps_the_last_steps_and_drops_the_middle_first(self):
+        kept = pack_context([30] * 10, 200, keep_last=3)
+        assert all(k > 0 for k in kept[-3:])
+        dropped = [i for i, k in enumerate(kept) if k == 0]
+        assert dropped and dropped == list(range(dropped[0], dropped[-1] + 1))  # one contiguous middle run
+        assert kept[0] > 0  # the first steps come back before the middle
+        assert sum(kept) <= 200 - 12  # room for the "steps omitted" marker
+
+    def test_a_long_observation_is_cut_to_what_the_other_steps_leave(self):
+        assert pack_context([10, 1000, 10], 200, keep_last=1) == [10, 180, 10]
+
+    def test_steps_are_chosen_at_a_quarter_each_then_share_the_budget_left(self):
+        kept = pack_context([1000] * 8, 400, keep_last=2)
+        assert kept == [129, 0, 0, 0, 0, 0, 129, 129]  # 3 steps of 100 fit, then share 400 - 12 (the marker)
+
+    def test_when_the_last_steps_do_not_fit_the_longest_are_cut_first(self):
+        kept = pack_context([40, 200, 30], 100, keep_last=3)
+        assert kept[2] == 30 and kept[0] == 35 and kept[1] == 35
+
+
+class TestSerializeWithContext:
+    """Real multi-turn trajectories (tau-bench, tau2-bench) serialized at a small budget."""
+
+    def test_every_example_fits_and_keeps_task_head_last_steps_and_candidate(self, minilm_tokenizer, action_examples):
+        frame = action_examples.frame
+        contexts = contexts_of(frame, action_examples.steps)
+        items = serialize_examples(minilm_tokenizer, frame["prompt"].to_list(), frame["content"].to_list(),
+                                   max_length=192, contexts=contexts, context_steps=2)
+        assert len(items) == len(frame)  # nothing is dropped
+        encoded = encode_serialized(minilm_tokenizer, items, max_length=192)
+        assert encoded.inputs["input_ids"].shape[1] <= 192
+        for row, context, item, ids in zip(frame.iter_rows(named=True), contexts, items, encoded.inputs["input_ids"],
+                                           strict=True):
+            text = minilm_tokenizer.decode(ids, skip_special_tokens=True)
+            assert minilm_tokenizer.decode(minilm_tokenizer(row["prompt"], add_special_tokens=False)["input_ids"][:5]) in text
+            assert item.steps_kept >= min(len(context), 2)  # the last two steps are always there
+            last_role = context[-1]["role"] if context else None
+            if last_role:
+                assert f"[ {last_role}" in text  # the last step is there, header first
+            n = len(context)
+            if item.steps_omitted:
+                assert f"{item.steps_omitted} steps omitted" in text
+                assert item.truncated
+            assert item.steps_kept + item.steps_omitted == n
+
+    def test_a_long_tool_result_is_cut_head_and_tail_with_a_marker(self, minilm_tokenizer):
+        observation = "OBSHEAD " + " ".join(f"row{i}" for i in range(800)) + " OBSTAIL"
+        context = [_step("user", "please list"), _step("assistant", "", tool_calls=[{"id": "1", "name": "ls", "arguments": "{}"}]),
+                   _step("tool", observation)]
+        (item,) = serialize_examples(minilm_tokenizer, ["TASKHEAD do it"], ["CANDIDATE answer"], max_length=256,
+                                     contexts=[context])
+        assert "OBSHEAD" in item.first and "OBSTAIL" in item.first and "tokens truncated" in item.first
+        assert "<tool_call>ls {}</tool_call>" in item.first and item.first.startswith("TASKHEAD")
+        assert item.second == "CANDIDATE answer" and item.truncated and item.steps_omitted == 0
+
+    def test_reasoning_is_rendered_only_when_asked(self, minilm_tokenizer):
+        context = [_step("assistant", "run tests", reasoning="SECRETTHOUGHT maybe tests fail")]
+        with_it, without = (serialize_examples(minilm_tokenizer, ["task"], ["patch"], max_length=128, contexts=[context],
+                                               include_reasoning=flag)[0] for flag in (True, False))
+        assert "<think>SECRETTHOUGHT" in with_it.first and "SECRETTHOUGHT" not in without.first
+
+    def test_a_failed_tool_result_is_marked_as_an_error(self):
+        assert render_step(_step("tool", "Traceback", is_error=True)).startswith("[tool error]")
+
+    def test_without_context_the_pair_is_what_encode_pairs_gives(self, minilm_tokenizer):
+        prompts, candidates = ["x " * 300, "short"], ["y " * 300, "diff"]
+        a = encode_pairs(minilm_tokenizer, prompts, candidates, max_length=96)
+        b = encode_examples(minilm_tokenizer, prompts, candidates, max_length=96, contexts=[None, []])
+        assert a.inputs["input_ids"].tolist() == b.inputs["input_ids"].tolist() and a.truncated == b.truncated

@@ -1,0 +1,115 @@
+"""Where training runs: device, precision and the data-parallel process group.
+
+``torchrun`` (``torch.distributed.run``) starts one process per device and tells each its place
+through ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK``; :func:`distributed_session` turns those into an
+initialised process group (NCCL on CUDA, gloo on CPU) for the duration of a command, and
+:class:`Runtime` describes the current process to the trainer. Without ``torchrun`` everything is a
+world of one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["Runtime", "autocast", "broadcast", "distributed_session", "gather", "resolve_device"]
+
+T = TypeVar("T")
+
+
+def _torchrun_env() -> tuple[int, int, int]:
+    # torchrun's contract, read in one place: RANK, WORLD_SIZE, LOCAL_RANK.
+    return (int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")),
+            int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def resolve_device(device: str, *, local_rank: int = 0) -> torch.device:
+    """``auto`` → ``cuda:LOCAL_RANK`` when CUDA is present, else ``cpu``; anything else as given.
+
+    Examples:
+        >>> resolve_device("cpu")
+        device(type='cpu')
+    """
+    if device == "auto":
+        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+    if device == "cuda":
+        return torch.device(f"cuda:{local_rank}")
+    return torch.device(device)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """This process's place in a (possibly one-process) data-parallel job."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def distributed(self) -> bool:
+        """Whether there is more than one process."""
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this is rank 0 (the one that logs, saves and registers)."""
+        return self.rank == 0
+
+    @classmethod
+    def current(cls) -> Runtime:
+        """The initialised process group's view, else a world of one."""
+        if dist.is_available() and dist.is_initialized():
+            return cls(rank=dist.get_rank(), world_size=dist.get_world_size(), local_rank=_torchrun_env()[2])
+        return cls()
+
+
+@contextlib.contextmanager
+def distributed_session(*, device: str = "auto") -> Iterator[Runtime]:
+    """Initialise the process group when started by ``torchrun`` (``WORLD_SIZE`` > 1), and tear it down.
+
+    The backend is NCCL when the process trains on CUDA, gloo otherwise. A world of one starts no
+    process group. Library code never calls this; entry points do.
+    """
+    rank, world_size, local_rank = _torchrun_env()
+    if world_size <= 1 or dist.is_initialized():
+        yield Runtime.current()
+        return
+    target = resolve_device(device, local_rank=local_rank)
+    if target.type == "cuda":
+        torch.cuda.set_device(target)
+    dist.init_process_group(backend="nccl" if target.type == "cuda" else "gloo", rank=rank, world_size=world_size)
+    try:
+        yield Runtime(rank=rank, world_size=world_size, local_rank=local_rank)
+    finally:
+        dist.destroy_process_group()
+
+
+def gather(runtime: Runtime, value: T) -> list[T]:
+    """Every rank's ``value``, in rank order (``[value]`` in a world of one)."""
+    if not runtime.distributed:
+        return [value]
+    out: list[Any] = [None] * runtime.world_size
+    dist.all_gather_object(out, value)
+    return out
+
+
+def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager[Any]:
+    """bf16 autocast for ``precision`` ``bf16``, or ``auto`` on CUDA; a no-op otherwise."""
+    if precision == "bf16" or (precision == "auto" and device.type == "cuda"):
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def broadcast(runtime: Runtime, value: T) -> T:
+    """Rank 0's ``value`` on every rank (``value`` itself in a world of one)."""
+    if not runtime.distributed:
+        return value
+    box: list[Any] = [value if runtime.is_main else None]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
