@@ -174,6 +174,9 @@ TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("recorded_at", _TS, nullable=False),
         ]
     ),
+    # One feedback event on a served rerank (trajectory_lake.feedback writes it): what was served, what
+    # the agent chose and the outcome it reported. The candidates themselves and the outcome go to
+    # `candidates` / `outcomes` too, so training slices read served decisions like any other rollout.
     "rerank_events": pa.schema(
         [
             pa.field("request_id", pa.string(), nullable=False),
@@ -182,7 +185,16 @@ TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("candidate_hashes", pa.list_(pa.string())),
             pa.field("scores", pa.list_(pa.float64())),
             pa.field("chosen", pa.int32()),
-            pa.field("at", _TS),
+            pa.field("at", _TS),  # when the rerank was served
+            # added with feedback (nullable: rows written before have none)
+            pa.field("event_id", pa.string()),  # b2: hash of (request_id, chosen, outcome)
+            pa.field("model_revision", pa.string()),
+            pa.field("candidate_ids", pa.list_(pa.string())),  # their rows in `candidates`
+            pa.field("values", pa.list_(pa.float64())),  # raw head outputs; `scores` are calibrated
+            pa.field("outcome_name", pa.string()),
+            pa.field("outcome_value", pa.float64()),
+            pa.field("outcome_index", pa.int32()),  # the candidate the outcome is about
+            pa.field("recorded_at", _TS),  # when the feedback arrived
         ]
     ),
     "slices": pa.schema(
@@ -218,7 +230,7 @@ KEYS: Final[dict[str, tuple[str, ...]]] = {
     "outcomes": ("outcome_id",),
     "ingests": ("ingest_id",),
     "quarantine": ("quarantine_id",),
-    "rerank_events": ("request_id",),
+    "rerank_events": ("request_id", "event_id"),
     "slices": ("slice_id",),
 }
 
