@@ -5,10 +5,11 @@ Public surface: :class:`TrainConfig`, :class:`ValueModel`, :class:`Scorer`, the 
 (:func:`evaluate_scores`, :class:`EvaluationReport`), and the MLflow helpers.
 """
 
-from value_model.config import TrainConfig, load_config
-from value_model.data import Examples, load_examples, split_by_task
+from value_model.config import Objectives, TrainConfig, load_config
+from value_model.data import Examples, load_action_examples, load_examples, load_steps, split_by_task
 from value_model.evaluation import EvaluationOptions, EvaluationReport, evaluate_candidates, evaluate_scores
 from value_model.inference import Calibration, ScoredBatch, Scorer, predict_values
+from value_model.losses import td_lambda_targets
 from value_model.metrics import auroc, majority_vote_scores, normalise_patch, selection_metrics
 from value_model.model import ValueModel
 from value_model.serialize import encode_pairs
@@ -21,6 +22,7 @@ __all__ = [
     "EvaluationReport",
     "Examples",
     "ModelNotFoundError",
+    "Objectives",
     "RegisteredModel",
     "ScoredBatch",
     "Scorer",
@@ -32,13 +34,16 @@ __all__ = [
     "evaluate_candidates",
     "evaluate_scores",
     "fit",
+    "load_action_examples",
     "load_config",
     "load_examples",
+    "load_steps",
     "majority_vote_scores",
     "normalise_patch",
     "predict_values",
     "resolve_model",
     "selection_metrics",
     "split_by_task",
+    "td_lambda_targets",
     "tracking_uri",
 ]

@@ -44,8 +44,12 @@ def train_command(
     register: str | None,
     alias: str, tracking_uri: str | None, output_dir: str | None, as_json: bool, **overrides: Any,  # noqa: ANN401
 ) -> None:
-    """Train a value model on the lake, log it to MLflow and register it."""
+    """Train a value model on the lake, log it to MLflow and register it.
+
+    Data-parallel: ``torchrun --nproc_per_node N -m value_model train ...`` (rank 0 prints and registers).
+    """
     from trajectory_lake.slices import load_spec
+    from value_model._runtime import distributed_session
     from value_model.pipeline import train_from_lake
 
     try:
@@ -55,10 +59,13 @@ def train_command(
         raise click.BadParameter(str(exc)) from exc
     lake = open_lake(lake_uri, storage_options)
     try:
-        report = train_from_lake(lake, config, register=register, alias=alias, tracking_uri=tracking_uri,
-                                 output_dir=output_dir, slice_spec=slice_spec)
+        with distributed_session(device=config.device) as runtime:
+            report = train_from_lake(lake, config, register=register, alias=alias, tracking_uri=tracking_uri,
+                                     output_dir=output_dir, slice_spec=slice_spec, runtime=runtime)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
+    if report.registered is None:  # not rank 0 of a torchrun job
+        return
     result = report.result
     if as_json:
         click.echo(json.dumps({"model_uri": report.registered.model_uri, "run_id": report.registered.run_id,

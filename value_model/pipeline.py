@@ -41,13 +41,14 @@ import polars as pl
 from trajectory_lake import Lake
 from trajectory_lake.slices import SliceSpec, resolve_slice, scan_slice
 from value_model.config import TrainConfig
-from value_model.data import examples_of
+from value_model._runtime import Runtime, broadcast
+from value_model.data import action_examples_of, examples_of, load_steps
 from value_model.evaluation import EvaluationOptions, EvaluationReport, evaluate_candidates
 from value_model.inference import Scorer
 from value_model.model import ValueModel
 from value_model.tracking import RegisteredModel, log_and_register, resolve_model
 from value_model.tracking import tracking_uri as resolve_tracking_uri
-from value_model.trainer import TrainResult, fit
+from value_model.trainer import TrainResult, backbone_dtype, fit
 
 __all__ = [
     "EvaluationReport",
@@ -66,19 +67,22 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class TrainingReport:
-    """What ``harvest train`` did."""
+    """What ``harvest train`` did (``registered`` and ``model_dir`` are ``None`` on ranks other than 0)."""
 
     result: TrainResult
-    registered: RegisteredModel
-    model_dir: Path
+    registered: RegisteredModel | None
+    model_dir: Path | None
     n_train: int
     n_val: int
     lineage: dict[str, Any] = field(default_factory=dict)
 
 
 def default_slice(config: TrainConfig) -> SliceSpec:
-    """The slice a config trains on when no slice spec is given: every labelled candidate of its kind."""
-    return SliceSpec(name=f"all-{config.kind}-{config.label}", kind=config.kind, label=config.label,
+    """The slice a config trains on when no slice spec is given: every labelled candidate of its kind
+    (for ``kind = "action"``: every labelled ``trajectory_kind`` candidate, whose trajectories' steps
+    become the examples)."""
+    kind = config.trajectory_kind if config.kind == "action" else config.kind
+    return SliceSpec(name=f"all-{config.kind}-{config.label}", kind=kind, label=config.label,
                      drop_empty=config.drop_empty, val_fraction=config.val_fraction, split_seed=config.split_seed)
 
 
@@ -91,29 +95,47 @@ def train_from_lake(
     tracking_uri: str | None = None,
     output_dir: str | Path | None = None,
     slice_spec: SliceSpec | None = None,
+    runtime: Runtime | None = None,
 ) -> TrainingReport:
     """Train a value model on a lake slice, log it to MLflow and register it.
 
     The slice (``slice_spec``, else :func:`default_slice`) is resolved against pinned table versions
     and saved in the lake, so ``vacuum`` keeps what this model was trained on; its manifest is logged
-    with the run and stored in the artefact.
+    with the run and stored in the artefact. For ``kind = "action"`` the slice is trajectory-level
+    (``patch`` or ``answer``) and each of its trajectories' assistant steps becomes an example; the
+    ``steps`` version read is recorded in the lineage (the slice does not pin it).
+
+    Under ``torchrun`` every rank calls this: rank 0 resolves (and saves) the slice and the others
+    use its manifest; all ranks train; only rank 0 saves, logs and registers.
 
     Raises:
-        ValueError: the slice holds no labelled candidates.
+        ValueError: the slice holds no labelled candidates (or, for actions, no steps).
     """
+    runtime = runtime or Runtime.current()
     spec = slice_spec or default_slice(config)
-    manifest = resolve_slice(lake, spec, save=True)
+    if config.kind == "action" and spec.kind == "action":
+        raise ValueError("kind = 'action' trains on the steps of a trajectory-level slice: give a slice of "
+                         "kind 'patch' or 'answer' (its outcome labels the steps)")
+    manifest, steps_version = broadcast(runtime, (
+        resolve_slice(lake, spec, save=True), lake.version("steps") if lake.exists("steps") else None,
+    ) if runtime.is_main else None)
     rows = examples_of(scan_slice(lake, manifest).collect())
     if rows.is_empty():
         raise ValueError(
             f"the lake at {lake.uri} holds no {spec.kind!r} candidates labelled {spec.label!r} with a task prompt"
             + (f" in slice {spec.name!r}" if slice_spec else "")
         )
+    steps = load_steps(lake, rows.get_column("trajectory_id"), version=steps_version) if config.uses_context else None
+    if config.kind == "action":
+        rows = action_examples_of(rows, steps or {})
+        if rows.is_empty():
+            raise ValueError(f"the trajectories of slice {spec.name!r} have no assistant steps in the lake at {lake.uri}")
     train, val = rows.filter(pl.col("split") == "train"), rows.filter(pl.col("split") == "val")
     logger.info("training on %d examples (%d tasks), validating on %d (%d tasks)", len(train),
                 train.get_column("task_id").n_unique(), len(val), val.get_column("task_id").n_unique())
-    model, tokenizer = ValueModel.from_backbone(config.backbone, pooling=config.pooling)
-    result = fit(model, tokenizer, train, val, config)
+    model, tokenizer = ValueModel.from_backbone(config.backbone, pooling=config.pooling,
+                                                dtype=backbone_dtype(config, runtime), seed=config.seed)
+    result = fit(model, tokenizer, train, val, config, steps=steps, runtime=runtime)
     lineage = {
         "lake": lake.uri,
         "table_versions": manifest.versions,
@@ -124,7 +146,11 @@ def train_from_lake(
         "n_val": len(val),
         "train_tasks": train.get_column("task_id").n_unique(),
         "val_tasks": val.get_column("task_id").n_unique(),
+        **({"steps_version": steps_version} if steps is not None else {}),
     }
+    if not runtime.is_main:
+        return TrainingReport(result=result, registered=None, model_dir=None, n_train=len(train), n_val=len(val),
+                              lineage=lineage)
     model_dir = Path(output_dir) if output_dir else Path(tempfile.mkdtemp(prefix="harvest-train-"))
     result.model.save(
         model_dir,
@@ -132,8 +158,12 @@ def train_from_lake(
         max_length=config.max_length,
         calibration={"scale": result.calibration.scale, "bias": result.calibration.bias},
         backbone=config.backbone,
-        kind=spec.kind,
+        kind=config.kind if config.kind == "action" else spec.kind,
         label=spec.label,
+        serialize={"include_context": config.uses_context, "context_steps": config.context_steps,
+                   "include_reasoning": config.include_reasoning},
+        training={"objective": str(config.objective), "lora_rank": config.lora_rank,
+                  "lora_merged": bool(config.lora_rank), "world_size": runtime.world_size},
         lineage=lineage,
         slice_manifest=json.loads(manifest.to_json()),
     )

@@ -1,32 +1,52 @@
-"""The training loop: pointwise BCE on (task prompt, candidate) → label.
+"""The training loop: weighted objectives over serialized examples, on one process or many.
 
-``fit`` takes its dependencies as arguments (model, tokenizer, the two splits, the config) and
-returns the trained model with its validation metrics; it does no IO besides an optional ``log``
-callback, so it can be tested without MLflow or a lake.
+``fit`` takes its dependencies as arguments (model, tokenizer, the two splits, the config, the
+trajectories' steps) and returns the trained model with its validation metrics; it does no IO
+besides an optional ``log`` callback, so it can be tested without MLflow or a lake.
+
+How a step is computed (the same on one process and under ``torchrun``):
+
+1. every example is serialized once, up front (:func:`~value_model.serialize.serialize_examples`);
+2. an epoch is planned by :func:`~value_model.batching.plan_epoch` — identical on every rank — as
+   optimizer steps of ``world_size x grad_accum_steps`` micro-batches, tasks kept together when the
+   pairwise objective is on; each rank runs its share (:func:`~value_model.batching.rank_share`);
+3. each objective's sum over a micro-batch is divided by that objective's count over the whole
+   step (examples, or pairs), and multiplied by ``world_size`` because DDP averages gradients over
+   ranks; so the gradient is the full step's mean whatever the split, and a 2-process run matches a
+   1-process run that accumulates the same micro-batches;
+4. for the ``td`` objective, targets are λ-returns of the trajectory's final outcome
+   (:func:`td_targets_of`); with ``td_lambda < 1`` they bootstrap from the model's own values,
+   recomputed at the start of every epoch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import polars as pl
 import torch
+import torch.distributed as dist
 from transformers import get_linear_schedule_with_warmup
 
+from value_model._runtime import Runtime, autocast, gather, resolve_device
+from value_model.batching import plan_epoch, rank_share
 from value_model.config import TrainConfig
+from value_model.data import StepsByTrajectory, contexts_of
 from value_model.inference import Calibration, predict_values
+from value_model.losses import group_ids, loss_terms, pair_count, td_lambda_targets
 from value_model.metrics import auroc, majority_vote_scores, patch_length_scores, selection_metrics
 from value_model.model import ValueModel
-from value_model.serialize import encode_pairs
+from value_model.serialize import Serialized, encode_serialized, serialize_examples, with_reasoning
 
-__all__ = ["TrainResult", "evaluate_frame", "fit"]
+__all__ = ["TrainResult", "backbone_dtype", "baselines", "evaluate_frame", "fit", "td_targets_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +55,12 @@ LogFn = Callable[[dict[str, float], int], None]
 
 @dataclass
 class TrainResult:
-    """A trained model and what was measured on the validation split."""
+    """A trained model and what was measured on the validation split.
+
+    Attributes:
+        step_losses: the training loss of every optimizer step (over all ranks).
+        val_values: the model's raw values of the validation rows, in their order.
+    """
 
     model: ValueModel
     tokenizer: Any
@@ -43,6 +68,8 @@ class TrainResult:
     metrics: dict[str, float] = field(default_factory=dict)
     baselines: dict[str, dict[str, float]] = field(default_factory=dict)
     seconds: float = 0.0
+    step_losses: list[float] = field(default_factory=list)
+    val_values: np.ndarray | None = None
 
 
 def _seed_everything(seed: int) -> None:
@@ -75,6 +102,106 @@ def baselines(frame: pl.DataFrame) -> dict[str, dict[str, float]]:
     }
 
 
+def td_targets_of(frame: pl.DataFrame, values: np.ndarray | None, *, gamma: float, lam: float) -> np.ndarray:
+    """TD(λ) targets of action examples: per trajectory, the final outcome is the reward of its last action.
+
+    Args:
+        frame: action examples (``trajectory_id``, ``t``, ``value``).
+        values: the model's current logits per row (needed when ``lam < 1``).
+        gamma: discount.
+        lam: λ.
+
+    Returns:
+        One target per row, in the frame's order.
+    """
+    targets = np.zeros(len(frame), dtype=np.float64)
+    indexed = frame.select("trajectory_id", "t", "value").with_row_index("_row")
+    for rows in indexed.sort("t").group_by("trajectory_id").agg("_row", pl.col("value").first()).iter_rows(named=True):
+        idx = list(rows["_row"])
+        rewards = torch.zeros(len(idx), dtype=torch.float64)
+        rewards[-1] = float(rows["value"])
+        estimates = torch.sigmoid(torch.as_tensor(values[idx])) if values is not None and lam < 1 else None
+        targets[idx] = td_lambda_targets(rewards, estimates, gamma=gamma, lam=lam).numpy()
+    return targets
+
+
+def backbone_dtype(config: TrainConfig, runtime: Runtime | None = None) -> torch.dtype | None:
+    """bf16 for a LoRA backbone trained under bf16 (its weights are frozen), else ``None`` (float32)."""
+    runtime = runtime or Runtime.current()
+    device = resolve_device(config.device, local_rank=runtime.local_rank)
+    bf16 = config.precision == "bf16" or (config.precision == "auto" and device.type == "cuda")
+    return torch.bfloat16 if config.lora_rank and bf16 else None
+
+
+def _cap(train: pl.DataFrame, config: TrainConfig) -> pl.DataFrame:
+    """At most ``max_examples`` rows; for actions, whole trajectories (TD targets need whole chains)."""
+    if not config.max_examples or len(train) <= config.max_examples:
+        return train
+    if config.kind != "action":
+        return train.sample(config.max_examples, seed=config.seed)
+    sizes = train.group_by("trajectory_id").len().sort("trajectory_id").sample(fraction=1.0, shuffle=True,
+                                                                                seed=config.seed)
+    keep, total = [], 0
+    for trajectory_id, n in sizes.iter_rows():
+        if keep and total + n > config.max_examples:
+            break
+        keep.append(trajectory_id)
+        total += n
+    return train.filter(pl.col("trajectory_id").is_in(keep))
+
+
+def _texts(frame: pl.DataFrame, config: TrainConfig) -> list[str]:
+    contents = frame.get_column("content").fill_null("").to_list()
+    if "reasoning" not in frame.columns:
+        return contents
+    return [with_reasoning(c, r, include_reasoning=config.include_reasoning)
+            for c, r in zip(contents, frame.get_column("reasoning").to_list(), strict=True)]
+
+
+def _contexts(frame: pl.DataFrame, config: TrainConfig, steps: StepsByTrajectory | None) -> list[Any] | None:
+    return contexts_of(frame, steps) if config.uses_context and steps is not None else None
+
+
+def _predict(
+    model: ValueModel, tokenizer: Any, frame: pl.DataFrame, config: TrainConfig,  # noqa: ANN401
+    steps: StepsByTrajectory | None, runtime: Runtime,
+) -> tuple[np.ndarray, list[bool]]:
+    """Values of every row, each rank scoring its share (rows ``rank::world_size``)."""
+    mine = frame.gather_every(runtime.world_size, offset=runtime.rank) if runtime.distributed else frame
+    values, truncated = predict_values(
+        model, tokenizer, mine.get_column("prompt").to_list(), _texts(mine, config), max_length=config.max_length,
+        batch_size=config.eval_batch_size, contexts=_contexts(mine, config, steps),
+        context_steps=config.context_steps, include_reasoning=config.include_reasoning, precision=config.precision,
+    )
+    shares = gather(runtime, (values.tolist(), truncated))
+    all_values = np.zeros(len(frame), dtype=np.float64)
+    all_truncated = [False] * len(frame)
+    for rank, (share_values, share_truncated) in enumerate(shares):
+        rows = range(rank, len(frame), runtime.world_size)
+        all_values[list(rows)] = share_values
+        for row, flag in zip(rows, share_truncated, strict=True):
+            all_truncated[row] = flag
+    return all_values, all_truncated
+
+
+def _prepare(model: ValueModel, config: TrainConfig, device: torch.device) -> ValueModel:
+    if config.gradient_checkpointing:
+        model.enable_checkpointing()
+    if config.lora_rank and not model.has_lora:
+        model.add_lora(rank=config.lora_rank, alpha=config.lora_alpha, dropout=config.lora_dropout,
+                       targets=config.lora_targets)
+    return model.to(device).train()
+
+
+def _denominators(step: Sequence[Sequence[int]], labels: torch.Tensor, groups: torch.Tensor,
+                  weights: Mapping[str, float]) -> dict[str, float]:
+    n = float(sum(len(batch) for batch in step))
+    out = {"bce": n, "td": n}
+    if weights.get("pairwise"):
+        out["pairwise"] = float(sum(pair_count(labels[batch], groups[batch]) for batch in step))
+    return out
+
+
 def fit(
     model: ValueModel,
     tokenizer: Any,  # noqa: ANN401 - a transformers tokenizer
@@ -82,91 +209,159 @@ def fit(
     val: pl.DataFrame,
     config: TrainConfig,
     *,
+    steps: StepsByTrajectory | None = None,
     log: LogFn | None = None,
+    runtime: Runtime | None = None,
 ) -> TrainResult:
     """Train ``model`` on ``train`` and measure it on ``val``.
 
     Args:
-        model: a :class:`ValueModel` (its head may be fresh).
+        model: a :class:`ValueModel` (its head may be fresh; LoRA and gradient checkpointing are
+            applied here when the config asks for them).
         tokenizer: the backbone's tokenizer.
-        train: examples with ``prompt``, ``content``, ``label`` (and ``task_id``).
+        train: examples with ``prompt``, ``content``, ``label``, ``task_id`` (actions also
+            ``trajectory_id``, ``step_index``, ``t``, ``value``, ``reasoning``).
         val: held-out examples, from tasks not in ``train``.
         config: the recipe.
-        log: called with (metrics, step) after each epoch and at the end.
+        steps: each trajectory's steps (:func:`~value_model.data.load_steps`); required when the
+            config serializes context (``include_context`` or ``kind = "action"``).
+        log: called on rank 0 with (metrics, step) after each epoch and at the end.
+        runtime: this process's place in a data-parallel job (default: the initialised process
+            group, else a world of one).
 
     Returns:
-        :class:`TrainResult` with validation metrics, baselines and the fitted calibration.
+        :class:`TrainResult` with validation metrics, baselines, the fitted calibration and the
+        loss of every step.
 
     Raises:
-        ValueError: the training split is empty or the splits share a task.
+        ValueError: the training split is empty or too small for one step, the splits share a task,
+            or context is asked for without ``steps``.
     """
     if train.is_empty():
         raise ValueError("no training examples: ingest labelled candidates first (harvest ingest ...)")
     shared = set(train.get_column("task_id")) & set(val.get_column("task_id"))
     if shared:
         raise ValueError(f"{len(shared)} task(s) are in both splits, e.g. {sorted(shared)[:3]}")
+    if config.uses_context and steps is None:
+        raise ValueError("this config serializes trajectory context (include_context or kind='action'): "
+                         "pass steps=load_steps(lake, trajectory_ids)")
+    runtime = runtime or Runtime.current()
+    device = resolve_device(config.device, local_rank=runtime.local_rank)
     _seed_everything(config.seed)
     if config.threads:
         torch.set_num_threads(config.threads)
-    if config.max_examples and len(train) > config.max_examples:
-        train = train.sample(config.max_examples, seed=config.seed)
-    prompts = train.get_column("prompt").to_list()
-    contents = train.get_column("content").to_list()
-    labels = torch.tensor(train.get_column("label").to_numpy(), dtype=torch.float32)
+    train = _cap(train, config)
+    weights = config.objective.active()
 
-    steps_per_epoch = math.ceil(len(train) / config.batch_size)
+    items: list[Serialized] = serialize_examples(
+        tokenizer, train.get_column("prompt").to_list(), _texts(train, config), max_length=config.max_length,
+        contexts=_contexts(train, config, steps), context_steps=config.context_steps,
+        include_reasoning=config.include_reasoning,
+    )
+    labels = torch.tensor(train.get_column("label").to_numpy(), dtype=torch.float32)
+    task_ids = train.get_column("task_id").to_list()
+    groups = group_ids(task_ids)
+    plan_keys: Sequence[Any] = task_ids if "pairwise" in weights else range(len(train))
+    targets: torch.Tensor | None = None
+    if "td" in weights:
+        targets = torch.tensor(td_targets_of(train, None, gamma=config.gamma, lam=1.0), dtype=torch.float32)
+
+    micro_per_step = runtime.world_size * config.grad_accum_steps
+    micro_size = config.batch_size // micro_per_step
+    if micro_size < 1:
+        raise ValueError(f"batch_size {config.batch_size} is smaller than world_size x grad_accum_steps "
+                         f"= {micro_per_step}")
+
+    def plan(epoch: int) -> list[list[list[int]]]:
+        return plan_epoch(plan_keys, micro_batch_size=micro_size, micro_batches_per_step=micro_per_step,
+                          seed=config.seed * 100_003 + epoch)
+
+    steps_per_epoch = len(plan(0))
+    if steps_per_epoch == 0:
+        raise ValueError(f"{len(train)} training examples cannot fill one step of {micro_per_step} micro-batches")
     total_steps = max(1, math.ceil(steps_per_epoch * config.epochs))
+
+    model = _prepare(model, config, device)
+    backbone_params = [p for p in model.backbone.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(
-        [
-            {"params": model.backbone.parameters(), "lr": config.learning_rate},
-            {"params": model.head.parameters(), "lr": config.head_learning_rate},
-        ],
+        [{"params": backbone_params, "lr": config.learning_rate},
+         {"params": list(model.head.parameters()), "lr": config.head_learning_rate}],
         weight_decay=config.weight_decay,
     )
+    trainable = [p for group in optimizer.param_groups for p in group["params"]]
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
-    loss_fn = torch.nn.BCEWithLogitsLoss()
-    rng = random.Random(config.seed)
+    net: torch.nn.Module = model
+    if runtime.distributed:
+        # Encoders (BERT & co.) carry a pooler that value pooling never reads: DDP must then look for
+        # parameters without gradients, an extra graph traversal per step that decoders do not need.
+        base = model.backbone.get_base_model() if model.has_lora else model.backbone
+        net = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None,
+            find_unused_parameters=getattr(base, "pooler", None) is not None)
+
     started = time.monotonic()
-    step = 0
-    model.train()
+    step_losses: list[float] = []
+    step, epoch = 0, 0
     while step < total_steps:
-        order = list(range(len(train)))
-        rng.shuffle(order)
-        running = 0.0
-        for start in range(0, len(order), config.batch_size):
+        if targets is not None and config.td_lambda < 1:
+            current, _ = _predict(model, tokenizer, train, config, steps, runtime)
+            targets = torch.tensor(td_targets_of(train, current, gamma=config.gamma, lam=config.td_lambda),
+                                   dtype=torch.float32)
+            model.train()
+        epoch_losses: list[float] = []
+        for global_step in plan(epoch):
             if step >= total_steps:
                 break
-            idx = order[start : start + config.batch_size]
-            encoded = encode_pairs(tokenizer, [prompts[i] for i in idx], [contents[i] for i in idx],
-                                   max_length=config.max_length)
-            values = model(**encoded.inputs)
-            loss = loss_fn(values, labels[idx])
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            denominators = _denominators(global_step, labels, groups, weights)
+            mine = rank_share(global_step, rank=runtime.rank, world_size=runtime.world_size)
+            step_loss = torch.zeros((), dtype=torch.float64)
+            for k, batch in enumerate(mine):
+                last = k == len(mine) - 1
+                sync = net.no_sync() if runtime.distributed and not last else contextlib.nullcontext()  # type: ignore[operator]
+                encoded = encode_serialized(tokenizer, [items[i] for i in batch], max_length=config.max_length)
+                inputs = {key: value.to(device) for key, value in encoded.inputs.items()}
+                with sync:
+                    with autocast(config.precision, device):
+                        values = net(**inputs)
+                    loss, _ = loss_terms(
+                        values.float(), labels=labels[batch].to(device), groups=groups[batch].to(device),
+                        targets=targets[batch].to(device) if targets is not None else None,
+                        weights=weights, denominators=denominators,
+                    )
+                    (loss * runtime.world_size).backward()
+                step_loss += loss.detach().double().cpu()
+            if runtime.distributed:
+                dist.all_reduce(step_loss)
+            torch.nn.utils.clip_grad_norm_(trainable, 1.0)
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
-            running += loss.item()
+            step_losses.append(float(step_loss))
+            epoch_losses.append(float(step_loss))
             step += 1
-            if step % 10 == 0:
-                logger.info("step %d/%d loss %.4f (%.0fs)", step, total_steps, loss.item(), time.monotonic() - started)
-        if log:
-            log({"train_loss": running / max(1, math.ceil(len(order) / config.batch_size))}, step)
-        model.train()
+            if step % 10 == 0 and runtime.is_main:
+                logger.info("step %d/%d loss %.4f (%.0fs)", step, total_steps, step_losses[-1],
+                            time.monotonic() - started)
+        if log and runtime.is_main:
+            log({"train_loss": float(np.mean(epoch_losses)) if epoch_losses else math.nan}, step)
+        epoch += 1
 
+    model.eval()
     calibration = Calibration()
     metrics: dict[str, float] = {}
+    val_values: np.ndarray | None = None
     if not val.is_empty():
-        values, truncated = predict_values(
-            model, tokenizer, val.get_column("prompt").to_list(), val.get_column("content").to_list(),
-            max_length=config.max_length, batch_size=config.eval_batch_size,
-        )
-        calibration = Calibration.fit(values, val.get_column("label").to_numpy())
-        metrics = evaluate_frame(val, values, calibration)
+        val_values, truncated = _predict(model, tokenizer, val, config, steps, runtime)
+        calibration = Calibration.fit(val_values, val.get_column("label").to_numpy())
+        metrics = evaluate_frame(val, val_values, calibration)
         metrics["truncated_fraction"] = float(np.mean(truncated)) if truncated else 0.0
+        if config.kind == "action":
+            expected = td_targets_of(val, None, gamma=config.gamma, lam=1.0)
+            metrics["td_mse"] = float(np.mean((1.0 / (1.0 + np.exp(-val_values)) - expected) ** 2))
     seconds = time.monotonic() - started
     metrics["train_seconds"] = seconds
-    if log:
+    if log and runtime.is_main:
         log({f"val_{k}": v for k, v in metrics.items() if not math.isnan(v)}, step)
     return TrainResult(model=model, tokenizer=tokenizer, calibration=calibration, metrics=metrics,
-                       baselines=baselines(val) if not val.is_empty() else {}, seconds=seconds)
+                       baselines=baselines(val) if not val.is_empty() else {}, seconds=seconds,
+                       step_losses=step_losses, val_values=val_values)

@@ -1,4 +1,5 @@
-"""Examples from the lake and the split by task, on the real SWE-bench Lite set."""
+"""Examples from the lake and the split by task, on the real SWE-bench Lite set; step-level examples
+from real multi-turn trajectories."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import json
 import polars as pl
 import pytest
 
-from value_model.data import load_examples, split_by_task, task_bucket
+from value_model.data import contexts_of, load_examples, split_by_task, task_bucket
+from value_model.trainer import td_targets_of
 
 
 @pytest.fixture(scope="module")
@@ -54,3 +56,45 @@ class TestSplitByTask:
     def test_an_invalid_fraction_raises(self, lite_examples):
         with pytest.raises(ValueError, match="val_fraction"):
             split_by_task(lite_examples.frame, val_fraction=1.0)
+
+
+class TestActionExamples:
+    """Step-level examples from real tau-bench / tau2-bench trajectories."""
+
+    def test_every_assistant_step_of_a_labelled_trajectory_becomes_one_example(self, agent_lake, action_examples):
+        steps = agent_lake.read("steps")
+        labelled = set(action_examples.frame["trajectory_id"])
+        assistant = steps.filter((pl.col("role") == "assistant") & pl.col("trajectory_id").is_in(labelled))
+        non_empty = assistant.filter(pl.col("content").fill_null("").str.strip_chars().ne("")
+                                     | pl.col("tool_calls").list.len().fill_null(0).gt(0))
+        assert len(action_examples.frame) == len(non_empty) > 100
+        assert action_examples.frame["candidate_id"].n_unique() == len(action_examples.frame)
+
+    def test_an_action_carries_its_trajectorys_outcome(self, agent_lake, action_examples):
+        outcomes = (agent_lake.read("outcomes").filter(pl.col("name") == "resolved")
+                    .group_by("trajectory_id").agg(pl.col("value").mean()))
+        joined = action_examples.frame.join(outcomes, on="trajectory_id", suffix="_lake")
+        assert len(joined) == len(action_examples.frame)
+        assert (joined["value"] == joined["value_lake"]).all()
+        assert set(action_examples.frame["label"].unique()) == {0.0, 1.0}
+
+    def test_an_actions_context_is_exactly_the_steps_before_it(self, action_examples):
+        frame = action_examples.frame
+        contexts = contexts_of(frame, action_examples.steps)
+        for row, context in zip(frame.iter_rows(named=True), contexts, strict=True):
+            assert [s["step_index"] for s in context] == list(range(row["step_index"]))
+        assert [len(c) for c in contexts[:3]] == sorted(len(c) for c in contexts[:3])
+
+    def test_positions_count_the_actions_of_each_trajectory(self, action_examples):
+        per = action_examples.frame.group_by("trajectory_id").agg(pl.col("t").max(), pl.col("n_actions").first(),
+                                                                  pl.len())
+        assert (per["t"] + 1 == per["n_actions"]).all() and (per["len"] == per["n_actions"]).all()
+
+    def test_the_steps_version_read_is_reported(self, agent_lake, action_examples):
+        assert action_examples.versions["steps"] == agent_lake.version("steps")
+
+    def test_monte_carlo_targets_discount_the_final_outcome_back_from_the_last_action(self, action_examples):
+        frame = action_examples.frame
+        targets = td_targets_of(frame, None, gamma=0.9, lam=1.0)
+        expected = frame["value"].to_numpy() * 0.9 ** (frame["n_actions"] - 1 - frame["t"]).to_numpy()
+        assert targets == pytest.approx(expected)

@@ -1,0 +1,52 @@
+"""Data-parallel training: two ``torchrun`` processes on CPU (gloo) train exactly what one process does
+when it accumulates the same global batch."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+from tests.value_model._ddp_worker import run
+from value_model._runtime import Runtime
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def ddp_results(lite_lake, agent_lake, tiny_decoder_dir, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("ddp")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         str(REPO_ROOT / "tests" / "value_model" / "_ddp_worker.py"), "--lite-lake", lite_lake.uri,
+         "--agent-lake", agent_lake.uri, "--backbone", str(tiny_decoder_dir), "--out", str(out)],
+        env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return out
+
+
+@pytest.mark.parametrize("recipe", ["patch", "action"])
+def test_two_ranks_match_one_process_accumulating_the_same_global_batch(recipe, ddp_results, lite_lake, agent_lake,
+                                                                        tiny_decoder_dir, tmp_path):
+    lake = Path(lite_lake.uri if recipe == "patch" else agent_lake.uri)
+    run(recipe, lake, tiny_decoder_dir, tmp_path, grad_accum_steps=2, runtime=Runtime())
+    two = json.loads((ddp_results / f"{recipe}.json").read_text())
+    one = json.loads((tmp_path / f"{recipe}.json").read_text())
+    assert (two["world_size"], one["world_size"]) == (2, 1)
+    assert len(two["step_losses"]) == len(one["step_losses"]) > 1
+    assert two["step_losses"] == pytest.approx(one["step_losses"], rel=1e-4, abs=1e-6)
+    assert two["head"] == pytest.approx(one["head"], rel=1e-4, abs=1e-6)
+    assert two["backbone_norm"] == pytest.approx(one["backbone_norm"], rel=1e-6)
+    # validation is scored in shards (other batches, so other padding) and gathered back in order
+    assert two["val_values"] == pytest.approx(one["val_values"], abs=1e-5)
+    assert two["metrics"].keys() == one["metrics"].keys()
+    # (not Brier and log loss: they go through Platt scaling, which has no finite optimum on separable data)
+    for name in {"best_at_1", "auroc", "td_mse", "truncated_fraction"} & one["metrics"].keys():
+        assert two["metrics"][name] == pytest.approx(one["metrics"][name], rel=1e-4, nan_ok=True)
