@@ -4,7 +4,12 @@ from __future__ import annotations
 
 __all__ = [
     "EngineNotReadyError",
+    "FeatureDisabledError",
+    "InputTooLongError",
+    "InvalidRequestError",
     "OverloadedError",
+    "ReloadFailedError",
+    "RequestNotFoundError",
     "RequestTooLargeError",
     "ScoringFailedError",
     "ServiceError",
@@ -38,3 +43,24 @@ class UnauthorizedError(ServiceError):
 
 class ScoringFailedError(ServiceError):
     """The model failed on a request (HTTP 500; the cause is logged, never sent to the client)."""
+
+
+class InvalidRequestError(ServiceError):
+    """A request that parses but cannot be served as asked, e.g. an index out of range (HTTP 422)."""
+
+
+class InputTooLongError(InvalidRequestError):
+    """An input does not fit the model's token budget and the request asked not to truncate (HTTP 422)."""
+
+
+class RequestNotFoundError(ServiceError):
+    """Feedback names a request id the service does not remember (never served, or too old) (HTTP 404)."""
+
+
+class FeatureDisabledError(ServiceError):
+    """The request needs something this deployment does not have configured, e.g. feedback
+    without a lake (HTTP 400; the message names the setting)."""
+
+
+class ReloadFailedError(ServiceError):
+    """A model reload failed; the previous model keeps serving (HTTP 409; the cause is logged)."""

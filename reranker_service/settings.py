@@ -1,24 +1,34 @@
 """Service settings: one frozen dataclass, read from ``HARVEST_*`` environment variables in one place.
 
-| variable | field | default |
+Every field ``name`` is read from ``HARVEST_<NAME>`` (``HARVEST_MAX_QUEUE`` → ``max_queue``), except
+``tracking_uri`` (``MLFLOW_TRACKING_URI``, MLflow's own variable). Lists (``api_keys``) are
+comma-separated; booleans are ``1/true/yes/on`` or ``0/false/no/off``; an empty variable keeps the
+default. ``harvest serve --help`` lists the same fields as flags.
+
+Limits and what exceeding them answers:
+
+| setting | default | over it |
 |---|---|---|
-| ``HARVEST_MODEL`` | model | ``models:/harvest-value@champion`` |
-| ``HARVEST_HOST`` / ``HARVEST_PORT`` | host / port | ``127.0.0.1`` / ``8765`` |
-| ``HARVEST_MAX_CANDIDATES`` | max_candidates | 256 |
-| ``HARVEST_MAX_REQUEST_BYTES`` | max_request_bytes | 8 MiB |
-| ``HARVEST_MAX_QUEUE`` | max_queue | 64 requests waiting |
-| ``HARVEST_API_KEYS`` | api_keys | none (comma-separated bearer tokens; auth is off when empty) |
-| ``MLFLOW_TRACKING_URI`` | tracking_uri | the local Harvest store |
+| ``max_request_bytes`` | 8 MiB | 413 before the body is read |
+| ``max_candidates`` | 256 | 413 |
+| ``max_request_tokens`` | 131072 (after truncation) | 413 |
+| ``max_queue`` | 64 requests waiting | 429 + ``Retry-After`` at once |
+| the model's token budget | ``max_length`` of the artefact | truncated + a warning (422 with ``truncate=false``) |
 """
 
 from __future__ import annotations
 
 import os
+import types
+import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
 from typing import Any
 
-__all__ = ["Settings"]
+__all__ = ["Settings", "load_api_keys"]
+
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,11 +38,31 @@ class Settings:
     model: str = field(default="models:/harvest-value@champion", metadata={"help": "Model URI or local path."})
     host: str = field(default="127.0.0.1", metadata={"help": "Interface to bind."})
     port: int = field(default=8765, metadata={"help": "Port to bind."})
+    device: str = field(default="cpu", metadata={"help": "Torch device of the model (cpu, cuda, cuda:1)."})
     max_candidates: int = field(default=256, metadata={"help": "Most candidates one request may carry."})
     max_request_bytes: int = field(default=8 << 20, metadata={"help": "Largest request body accepted."})
+    max_request_tokens: int = field(default=131072, metadata={"help": "Most tokens one request may carry, "
+                                                              "counted after truncation to the model's budget."})
     max_queue: int = field(default=64, metadata={"help": "Requests allowed to wait; more get 429."})
+    max_batch_tokens: int = field(default=16384, metadata={"help": "Token budget of one model batch."})
+    max_batch_size: int = field(default=64, metadata={"help": "Most candidates in one model batch."})
+    max_wait_ms: float = field(default=1.0, metadata={"help": "How long the batcher waits to fill a batch."})
+    cache_size: int = field(default=65536, metadata={"help": "Score-cache entries (0: off)."})
+    tokenizer_workers: int = field(default=1, metadata={"help": "Threads that tokenize requests."})
     api_keys: tuple[str, ...] = field(default=(), metadata={"help": "Bearer tokens accepted (empty: no auth)."})
+    api_keys_file: str | None = field(default=None, metadata={"help": "File with more bearer tokens, one a line."})
     tracking_uri: str | None = field(default=None, metadata={"help": "MLflow tracking URI."})
+    reload_poll_s: float = field(default=0.0, metadata={"help": "Re-resolve a models:/NAME@ALIAS this often and "
+                                                        "swap when it moved (0: only POST /admin/reload)."})
+    lake: str | None = field(default=None, metadata={"help": "Lake URI: feedback is written there, and the "
+                                                     "neighbour index is built from it."})
+    feedback_window: int = field(default=10000, metadata={"help": "Served requests remembered for feedback."})
+    neighbors: bool = field(default=False, metadata={"help": "Build a faiss index of the lake's candidates at "
+                                                     "start-up, for return_neighbors."})
+    index_version: int | None = field(default=None, metadata={"help": "Pin the index to this version of the "
+                                                              "candidates table (default: the latest at start-up)."})
+    index_dir: str | None = field(default=None, metadata={"help": "Keep built indexes here and reuse them."})
+    neighbors_k: int = field(default=5, metadata={"help": "Neighbours returned when return_neighbors is true."})
 
     def __post_init__(self) -> None:
         problems = []
@@ -40,40 +70,92 @@ class Settings:
             problems.append("model must name a model URI or path")
         if not 0 < self.port < 65536:
             problems.append(f"port must be in 1..65535, got {self.port}")
-        for name in ("max_candidates", "max_request_bytes", "max_queue"):
+        for name in ("max_candidates", "max_request_bytes", "max_request_tokens", "max_queue", "max_batch_tokens",
+                     "max_batch_size", "tokenizer_workers", "feedback_window", "neighbors_k"):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("max_wait_ms", "reload_poll_s", "cache_size"):
+            if getattr(self, name) < 0:
+                problems.append(f"{name} must be >= 0, got {getattr(self, name)}")
         if not isinstance(self.api_keys, tuple) or not all(isinstance(k, str) and k for k in self.api_keys):
             problems.append("api_keys must be a tuple of non-empty strings")
+        if self.neighbors and not self.lake:
+            problems.append("neighbors needs a lake to build the index from (set lake / HARVEST_LAKE)")
+        if self.index_version is not None and self.index_version < 0:
+            problems.append(f"index_version must be >= 0, got {self.index_version}")
         if problems:
             raise ValueError("invalid Settings: " + "; ".join(problems))
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:  # noqa: ANN401
-        """Settings from ``HARVEST_*`` variables (``env`` defaults to ``os.environ``), then ``overrides``."""
+        """Settings from ``HARVEST_*`` variables (``env`` defaults to ``os.environ``), then ``overrides``.
+
+        Overrides given as strings (command-line flags) are parsed like variables; ``None`` is ignored.
+
+        Raises:
+            ValueError: a value does not parse or is out of range; the message names the variable.
+        """
         env = os.environ if env is None else env
+        hints = typing.get_type_hints(cls)
         values: dict[str, Any] = {}
-        for name, cast in (("model", str), ("host", str), ("port", int), ("max_candidates", int),
-                           ("max_request_bytes", int), ("max_queue", int)):
-            raw = env.get(f"HARVEST_{name.upper()}")
-            if raw:
-                try:
-                    values[name] = cast(raw)
-                except ValueError as exc:
-                    raise ValueError(f"HARVEST_{name.upper()}={raw!r} is not a valid {cast.__name__}") from exc
-        if env.get("HARVEST_API_KEYS"):
-            values["api_keys"] = tuple(k.strip() for k in env["HARVEST_API_KEYS"].split(",") if k.strip())
-        if env.get("MLFLOW_TRACKING_URI"):
-            values["tracking_uri"] = env["MLFLOW_TRACKING_URI"]
-        from_env = {name: f"HARVEST_{name.upper()}" for name in values}
-        values.update({k: v for k, v in overrides.items() if v is not None})
+        origin: dict[str, str] = {}
+        for f in fields(cls):
+            var = "MLFLOW_TRACKING_URI" if f.name == "tracking_uri" else f"HARVEST_{f.name.upper()}"
+            raw = env.get(var)
+            if raw is not None and raw.strip():
+                values[f.name] = _parse(hints[f.name], raw, var)
+                origin[f.name] = var
+        for name, value in overrides.items():
+            if value is None:
+                continue
+            if name not in hints:
+                raise ValueError(f"unknown setting {name!r}")
+            values[name] = _parse(hints[name], value, f"--{name.replace('_', '-')}") if isinstance(value, str) else value
+            origin.pop(name, None)
         try:
             return cls(**values)
         except ValueError as exc:
-            named = [f"{var}={env[var]!r}" for name, var in from_env.items()
-                     if name in str(exc) and name not in overrides and var in env]
+            named = [f"{var}={env[var]!r}" for name, var in origin.items() if name in str(exc)]
             raise ValueError(f"{exc}" + (f" (from {', '.join(named)})" if named else "")) from None
 
     def updated(self, **changes: Any) -> Settings:  # noqa: ANN401
         """A copy with ``changes`` (``None`` ignored)."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+def _parse(hint: Any, raw: str, where: str) -> Any:  # noqa: ANN401 - a field's type and value
+    """Parse ``raw`` as the field type ``hint``; ``where`` names the source in the error."""
+    kind = hint
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):  # X | None
+        kind = next(a for a in typing.get_args(hint) if a is not type(None))
+    text = raw.strip()
+    try:
+        if typing.get_origin(kind) is tuple:
+            return tuple(k.strip() for k in text.split(",") if k.strip())
+        if kind is bool:
+            if text.lower() in _TRUE:
+                return True
+            if text.lower() in _FALSE:
+                return False
+            raise ValueError(text)
+        return kind(text)
+    except ValueError:
+        name = getattr(kind, "__name__", str(kind))
+        raise ValueError(f"{where}={raw!r} is not a valid {name}") from None
+
+
+def load_api_keys(settings: Settings) -> tuple[str, ...]:
+    """``settings.api_keys`` plus the keys in ``settings.api_keys_file`` (one a line, ``#`` comments).
+
+    Raises:
+        ValueError: the file cannot be read.
+    """
+    keys = list(settings.api_keys)
+    if settings.api_keys_file:
+        path = Path(settings.api_keys_file).expanduser()
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise ValueError(f"api_keys_file {str(path)!r} cannot be read: {exc.strerror}") from None
+        keys.extend(line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#"))
+    return tuple(dict.fromkeys(keys))

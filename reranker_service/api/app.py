@@ -1,34 +1,32 @@
-"""The FastAPI application factory: ``create_app(settings)`` starts the engine in ``lifespan``.
+"""The FastAPI application factory: ``create_app(settings)`` runs the service in ``lifespan``.
 
-Routes only validate, await the engine and shape the response; errors map to HTTP in
-:mod:`reranker_service.api.errors`.
+Routes (:mod:`reranker_service.api.routes`) only validate, await the service and shape the response;
+errors map to HTTP in :mod:`reranker_service.api.errors`. The middlewares are plain ASGI (no
+``BaseHTTPMiddleware``), so they add little to a request and never hide a client's disconnect.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import secrets
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-from fastapi import Depends, FastAPI, Request, Response
+from fastapi import FastAPI
 from fastapi.responses import JSONResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from reranker_service.api.errors import error_body, install_error_handlers
-from reranker_service.api.schemas import RerankRequest, RerankResponse, RerankResult, Usage
+from reranker_service.api.routes import public, router
 from reranker_service.backends import Backend, ValueModelBackend
-from reranker_service.engine import RerankEngine
-from reranker_service.exceptions import RequestTooLargeError, UnauthorizedError
-from reranker_service.settings import Settings
+from reranker_service.metrics import ServiceMetrics
+from reranker_service.service import RerankService
+from reranker_service.settings import Settings, load_api_keys
 
-__all__ = ["BodyLimitMiddleware", "create_app"]
+__all__ = ["BodyLimitMiddleware", "JsonByDefaultMiddleware", "MetricsMiddleware", "create_app"]
 
 logger = logging.getLogger(__name__)
-_bearer = HTTPBearer(auto_error=False)
 
 
 class BodyLimitMiddleware:
@@ -87,21 +85,81 @@ def _replay(messages: list[Message], then: Receive | None = None) -> Receive:
     return receive
 
 
-def create_app(settings: Settings, *, backend: Backend | None = None) -> FastAPI:
+class JsonByDefaultMiddleware:
+    """Reads POST bodies sent without a JSON content type (``curl -d`` sends form encoding) as JSON:
+    the API only speaks JSON, so failing on the header would only confuse."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            headers = scope["headers"]
+            content_type = next((v for k, v in headers if k == b"content-type"), b"")
+            if not content_type or content_type.startswith((b"application/x-www-form-urlencoded", b"text/plain")):
+                scope = {**scope, "headers": [*(h for h in headers if h[0] != b"content-type"),
+                                              (b"content-type", b"application/json")]}
+        await self.app(scope, receive, send)
+
+
+class MetricsMiddleware:
+    """Counts answers by route and status and times them (``harvest_requests_total``,
+    ``harvest_request_duration_seconds``); unknown paths share one label."""
+
+    def __init__(self, app: ASGIApp, *, metrics: ServiceMetrics, routes: set[str]) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.routes = routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        route = scope["path"] if scope["path"] in self.routes else "other"
+        status = [500]
+        started = time.perf_counter()
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            self.metrics.requests.labels(route=route, status=str(status[0])).inc()
+            self.metrics.request_duration.labels(route=route).observe(time.perf_counter() - started)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    backend: Backend | None = None,
+    loader: Callable[[str], Backend] | None = None,
+) -> FastAPI:
     """Build the app.
 
     Args:
         settings: service settings.
         backend: a ready backend (tests pass a dummy); default: load ``settings.model`` at start-up.
+        loader: loads a model reference, for start-up (without ``backend``) and ``/admin/reload``
+            (default: :meth:`ValueModelBackend.load` with the settings' tracking URI and device).
+
+    Raises:
+        ValueError: ``settings.api_keys_file`` cannot be read.
     """
+    load = loader or (lambda ref: ValueModelBackend.load(ref, tracking_uri=settings.tracking_uri,
+                                                         device=settings.device))
+    metrics = ServiceMetrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        loaded = backend or ValueModelBackend.load(settings.model, tracking_uri=settings.tracking_uri)
-        logger.info("serving %s (version %s)", loaded.info.name, loaded.info.version)
-        engine = RerankEngine(loaded, max_queue=settings.max_queue)
-        app.state.engine = engine
-        async with engine:
+        loaded = backend or await asyncio.to_thread(load, settings.model)
+        logger.info("serving %s (revision %s)", loaded.info.label, loaded.info.cache_revision)
+        service = RerankService(settings, loaded, loader=load, metrics=metrics)
+        app.state.service = service
+        app.state.engine = service.engine
+        async with service:
             yield
 
     app = FastAPI(
@@ -111,76 +169,12 @@ def create_app(settings: Settings, *, backend: Backend | None = None) -> FastAPI
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.api_keys = load_api_keys(settings)
     install_error_handlers(app)
+    app.include_router(public)
+    app.include_router(router)
+    app.add_middleware(JsonByDefaultMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
-
-    @app.middleware("http")
-    async def json_by_default(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        # The API only speaks JSON: read bodies sent without a JSON content type (curl -d sends
-        # application/x-www-form-urlencoded) as JSON rather than failing on the header.
-        if request.method == "POST":
-            content_type = request.headers.get("content-type", "")
-            if not content_type or content_type.startswith(("application/x-www-form-urlencoded", "text/plain")):
-                headers = [(k, v) for k, v in request.scope["headers"] if k != b"content-type"]
-                request.scope["headers"] = [*headers, (b"content-type", b"application/json")]
-        return await call_next(request)
-
-    async def authorize(credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> None:  # noqa: B008
-        if not settings.api_keys:
-            return
-        token = credentials.credentials if credentials else ""
-        if not any(secrets.compare_digest(token, key) for key in settings.api_keys):
-            raise UnauthorizedError("missing or invalid bearer token (send 'Authorization: Bearer <key>')")
-
-    def engine_of(request: Request) -> RerankEngine:
-        return request.app.state.engine
-
-    @app.get("/health", summary="Liveness: the process answers.")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
-
-    @app.get("/ready", summary="Readiness: a model is loaded and the engine runs.")
-    async def ready(request: Request) -> JSONResponse:
-        engine: RerankEngine | None = getattr(request.app.state, "engine", None)
-        if engine is None or not engine.ready:
-            return JSONResponse(status_code=503, content={"status": "loading"})
-        return JSONResponse({"status": "ready", "model": engine.backend.info.name,
-                             "version": engine.backend.info.version})
-
-    @app.post("/v1/rerank", response_model=RerankResponse, dependencies=[Depends(authorize)],
-              summary="Score and rank the candidates of one task.")
-    async def rerank(body: RerankRequest, request: Request, response: Response) -> RerankResponse:
-        if len(body.candidates) > settings.max_candidates:
-            raise RequestTooLargeError(
-                f"{len(body.candidates)} candidates; the limit is {settings.max_candidates} per request"
-            )
-        engine = engine_of(request)
-        started = time.perf_counter()
-        request_id = request.headers.get("x-request-id") or f"rr-{uuid.uuid4().hex}"
-        scored = await engine.score(body.task.prompt, [c.content for c in body.candidates])
-        # Rank by the raw value: calibration is monotone, and raw values keep ties apart.
-        order = sorted(range(len(body.candidates)), key=lambda i: (-scored.values[i], i))
-        results = [
-            RerankResult(index=i, id=body.candidates[i].id, score=float(scored.scores[i]),
-                         value=float(scored.values[i]), rank=rank)
-            for rank, i in enumerate(order, start=1)
-        ]
-        if body.top_n is not None:
-            results = results[: body.top_n]
-        n_truncated = sum(scored.truncated)
-        warnings = []
-        if n_truncated:
-            warnings.append(f"{n_truncated} candidate(s) were truncated to the model's token budget "
-                            f"(task head, candidate head and tail kept)")
-        response.headers["X-Request-ID"] = request_id
-        info = engine.backend.info
-        return RerankResponse(
-            id=request_id,
-            model=f"{info.name}/{info.version}" if info.version else info.name,
-            results=results,
-            usage=Usage(candidates=len(body.candidates), truncated=n_truncated,
-                        duration_ms=(time.perf_counter() - started) * 1000),
-            warnings=warnings,
-        )
-
+    app.add_middleware(MetricsMiddleware, metrics=metrics,
+                       routes={r.path for r in app.routes if hasattr(r, "path")})
     return app

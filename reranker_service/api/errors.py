@@ -12,7 +12,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from reranker_service.exceptions import (
     EngineNotReadyError,
+    InvalidRequestError,
     OverloadedError,
+    ReloadFailedError,
+    RequestNotFoundError,
     RequestTooLargeError,
     ScoringFailedError,
     ServiceError,
@@ -49,6 +52,18 @@ def install_error_handlers(app: FastAPI) -> None:
     async def overloaded(request: Request, exc: OverloadedError) -> JSONResponse:
         return JSONResponse(status_code=429, content=error_body("overloaded", str(exc)),
                             headers={"Retry-After": str(max(1, round(exc.retry_after)))})
+
+    @app.exception_handler(InvalidRequestError)
+    async def cannot_serve(request: Request, exc: InvalidRequestError) -> JSONResponse:
+        return JSONResponse(status_code=422, content=error_body("invalid_request", str(exc)))
+
+    @app.exception_handler(RequestNotFoundError)
+    async def unknown_request(request: Request, exc: RequestNotFoundError) -> JSONResponse:
+        return JSONResponse(status_code=404, content=error_body("not_found", str(exc)))
+
+    @app.exception_handler(ReloadFailedError)
+    async def reload_failed(request: Request, exc: ReloadFailedError) -> JSONResponse:
+        return JSONResponse(status_code=409, content=error_body("reload_failed", str(exc)))
 
     @app.exception_handler(RequestTooLargeError)
     async def too_large(request: Request, exc: RequestTooLargeError) -> JSONResponse:

@@ -1,12 +1,48 @@
-"""Request and response bodies of the HTTP API (pydantic), with OpenAPI examples."""
+"""Request and response bodies of the HTTP API (pydantic), with OpenAPI examples.
+
+Two request shapes score candidates: the native one (``/v1/rerank``: a task, its trajectory so far
+and candidates with ids and kinds) and the Cohere one (``/v2/rerank`` and ``/rerank``: a query and
+documents, plus TEI's field names), so existing rerank clients work unchanged.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["Candidate", "RerankRequest", "RerankResponse", "RerankResult", "Task", "Usage"]
+__all__ = [
+    "Candidate",
+    "CohereDocument",
+    "CohereRerankRequest",
+    "CohereRerankResponse",
+    "CohereResult",
+    "FeedbackRequest",
+    "FeedbackResponse",
+    "Message",
+    "ModelCard",
+    "ModelList",
+    "Neighbor",
+    "Outcome",
+    "ReloadRequest",
+    "ReloadResponse",
+    "RerankRequest",
+    "RerankResponse",
+    "RerankResult",
+    "Task",
+    "Usage",
+]
+
+MAX_NEIGHBORS = 50
+
+_PATCH_A = ("diff --git a/django/core/validators.py b/django/core/validators.py\n--- a/django/core/validators.py\n"
+            "+++ b/django/core/validators.py\n@@ -10 +10 @@\n-    regex = r'^[\\w.@+-]+$'\n+    regex = r'^[\\w.@+-]+\\Z'\n")
+_PATCH_B = ("diff --git a/django/contrib/auth/validators.py b/django/contrib/auth/validators.py\n"
+            "--- a/django/contrib/auth/validators.py\n+++ b/django/contrib/auth/validators.py\n@@ -10 +10 @@\n"
+            "-    regex = r'^[\\w.@+-]+$'\n+    regex = r'\\A[\\w.@+-]+\\Z'\n")
+_ISSUE = "UsernameValidator allows trailing newline in usernames"
+
+# -- native -------------------------------------------------------------------------------------------
 
 
 class Task(BaseModel):
@@ -14,8 +50,23 @@ class Task(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     prompt: str = Field(min_length=1, description="The task statement (issue text, user request).")
-    id: str | None = Field(default=None, description="Your id for the task (e.g. a SWE-bench instance id).")
+    id: str | None = Field(default=None, description="Your id for the task (e.g. a SWE-bench instance id); "
+                                                     "feedback uses it to find the task in the lake.")
     domain: str | None = Field(default=None, description="swe, web, assistant, ...")
+
+
+class Message(BaseModel):
+    """One step of the trajectory so far, as an OpenAI-style chat message (other fields are ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+    role: str = Field(min_length=1, description="system, user, assistant or tool.")
+    content: str | list[Any] | None = Field(default=None, description="Text, or OpenAI content parts.")
+    tool_calls: list[dict[str, Any]] | None = Field(default=None, description="OpenAI tool calls of an assistant "
+                                                                              "message.")
+    tool_call_id: str | None = None
+    reasoning: str | None = Field(default=None, description="The model's reasoning, if the model was trained "
+                                                            "with it.")
+    is_error: bool | None = Field(default=None, description="A tool result that is an error.")
 
 
 class Candidate(BaseModel):
@@ -35,19 +86,52 @@ class RerankRequest(BaseModel):
         json_schema_extra={
             "examples": [
                 {
-                    "task": {"prompt": "UsernameValidator allows trailing newline in usernames", "id": "django__django-11099"},
+                    "task": {"prompt": _ISSUE, "id": "django__django-11099", "domain": "swe"},
+                    "context": [
+                        {"role": "user", "content": _ISSUE},
+                        {"role": "assistant", "content": "Let me find the validator.",
+                         "tool_calls": [{"id": "c1", "type": "function", "function": {
+                             "name": "bash", "arguments": "{\"command\": \"grep -rn UsernameValidator\"}"}}]},
+                        {"role": "tool", "tool_call_id": "c1", "content": "django/contrib/auth/validators.py:9"},
+                    ],
                     "candidates": [
-                        {"id": "a", "content": "diff --git a/django/contrib/auth/validators.py ..."},
-                        {"id": "b", "content": "diff --git a/django/core/validators.py ..."},
+                        {"id": "a", "kind": "patch", "content": _PATCH_A},
+                        {"id": "b", "kind": "patch", "content": _PATCH_B},
                     ],
                     "top_n": 1,
+                    "return_neighbors": 3,
                 }
             ]
         },
     )
     task: Task
+    context: list[Message] = Field(default_factory=list, description="The trajectory so far (oldest first); "
+                                   "middle steps are dropped first when the token budget is short.")
     candidates: list[Candidate] = Field(min_length=1, description="The candidates, in your order.")
     top_n: int | None = Field(default=None, ge=1, description="Return only the best N results.")
+    return_neighbors: bool | int = Field(default=False, description="true, or how many (1-50): the most similar "
+                                         "historical candidates of each result, with their outcomes.")
+    truncate: bool = Field(default=True, description="false: refuse (422) inputs over the model's token budget "
+                                                     "instead of cutting them.")
+    max_tokens_per_candidate: int | None = Field(default=None, ge=1, description="Cut each candidate to this "
+                                                 "many tokens (its head) before scoring.")
+
+    @model_validator(mode="after")
+    def _neighbors_in_range(self) -> RerankRequest:
+        k = self.return_neighbors
+        if not isinstance(k, bool) and not 0 <= k <= MAX_NEIGHBORS:
+            raise ValueError(f"return_neighbors must be true, false or 0..{MAX_NEIGHBORS}, got {k}")
+        return self
+
+
+class Neighbor(BaseModel):
+    """A historical candidate similar to a ranked one."""
+
+    candidate_id: str
+    task_id: str
+    kind: str
+    similarity: float = Field(description="Cosine similarity of the model's embeddings.")
+    outcomes: dict[str, float] = Field(description="Mean value per outcome name (e.g. resolved).")
 
 
 class RerankResult(BaseModel):
@@ -58,12 +142,17 @@ class RerankResult(BaseModel):
     score: float = Field(description="Calibrated probability that the candidate succeeds.")
     value: float = Field(description="The model's raw head output.")
     rank: int = Field(description="1 for the best candidate.")
+    truncated: bool = Field(default=False, description="Its input was cut to the model's token budget.")
+    neighbors: list[Neighbor] | None = Field(default=None, exclude_if=lambda v: v is None,
+                                             description="With return_neighbors (absent otherwise).")
 
 
 class Usage(BaseModel):
     """What the request cost."""
 
     candidates: int
+    tokens: int = Field(default=0, description="Tokens of the scored sequences.")
+    cached: int = Field(default=0, description="Candidates answered from the score cache.")
     truncated: int = Field(description="Candidates whose input was truncated to the model's token budget.")
     duration_ms: float
 
@@ -71,8 +160,165 @@ class Usage(BaseModel):
 class RerankResponse(BaseModel):
     """The ranking."""
 
-    id: str = Field(description="Request id (also in the X-Request-ID header).")
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "id": "rr-3f0c...", "model": "harvest-value/3",
+        "results": [{"index": 1, "id": "b", "score": 0.71, "value": 0.93, "rank": 1, "truncated": False,
+                     "neighbors": [{"candidate_id": "b2:9a...", "task_id": "swe-bench/django__django-11099",
+                                    "kind": "patch", "similarity": 0.94, "outcomes": {"resolved": 1.0}}]}],
+        "usage": {"candidates": 2, "tokens": 412, "cached": 0, "truncated": 0, "duration_ms": 38.2},
+        "warnings": []}]})
+    id: str = Field(description="Request id (also in the X-Request-ID header); send it to /v1/feedback.")
     model: str
     results: list[RerankResult]
     usage: Usage
     warnings: list[str] = Field(default_factory=list)
+
+
+# -- Cohere / TEI -------------------------------------------------------------------------------------
+
+
+class CohereDocument(BaseModel):
+    """A document object (Cohere v1 / Jina); only ``text`` is scored."""
+
+    model_config = ConfigDict(extra="allow")
+    text: str
+
+
+class CohereRerankRequest(BaseModel):
+    """Cohere's rerank request (v1 and v2), with TEI's and vLLM's field names accepted too."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={"examples": [
+            {"model": "rerank-v3.5", "query": _ISSUE, "documents": [_PATCH_A, _PATCH_B], "top_n": 1},
+            {"query": _ISSUE, "texts": [_PATCH_A, _PATCH_B], "raw_scores": False, "return_text": True},
+        ]},
+    )
+    model: str | None = Field(default=None, description="Accepted and echoed; the served model answers.")
+    query: str = Field(min_length=1, description="The task statement.")
+    documents: list[str | CohereDocument] | None = Field(default=None, description="The candidates.")
+    texts: list[str] | None = Field(default=None, description="TEI's name for documents.")
+    top_n: int | None = Field(default=None, ge=1)
+    return_documents: bool | None = Field(default=None, description="Echo each document in its result.")
+    return_text: bool | None = Field(default=None, description="TEI's name for return_documents.")
+    max_tokens_per_doc: int | None = Field(default=None, ge=1, description="Cut each document to this many "
+                                           "tokens first (its head, or its tail with truncation_direction=left).")
+    raw_scores: bool | None = Field(default=None, description="TEI: relevance_score is the raw value, not the "
+                                    "calibrated probability.")
+    use_activation: bool | None = Field(default=None, description="vLLM: false is raw_scores=true.")
+    truncate: bool | None = Field(default=None, description="TEI: false refuses inputs over the model's budget.")
+    truncation_direction: Literal["left", "right", "Left", "Right"] | None = Field(default=None)
+    rank_fields: list[str] | None = Field(default=None, description="Cohere v1; only text is scored.")
+    max_chunks_per_doc: int | None = Field(default=None, description="Cohere v1; ignored (no chunking).")
+
+    @model_validator(mode="after")
+    def _one_document_list(self) -> CohereRerankRequest:
+        if (self.documents is None) == (self.texts is None):
+            raise ValueError("send the candidates as documents (Cohere) or texts (TEI), exactly one of them")
+        if not (self.documents or self.texts):
+            raise ValueError("documents must not be empty")
+        return self
+
+    def document_texts(self) -> list[str]:
+        """The documents as text."""
+        if self.texts is not None:
+            return list(self.texts)
+        return [d if isinstance(d, str) else d.text for d in self.documents or ()]
+
+
+class CohereResult(BaseModel):
+    """One document's relevance."""
+
+    index: int
+    relevance_score: float = Field(description="Calibrated probability (raw value with raw_scores).")
+    document: dict[str, str] | None = Field(default=None, description="{text} with return_documents.")
+
+
+class CohereRerankResponse(BaseModel):
+    """Cohere's response shape: results by relevance, and ``meta``."""
+
+    id: str
+    results: list[CohereResult]
+    meta: dict[str, Any]
+    model: str | None = None
+
+
+# -- feedback, models, admin --------------------------------------------------------------------------
+
+
+class Outcome(BaseModel):
+    """How a candidate did."""
+
+    model_config = ConfigDict(extra="forbid")
+    value: float = Field(description="resolved: 1.0 or 0.0; reward: any number.")
+    name: str = Field(default="resolved", min_length=1, description="What the outcome measures.")
+    index: int | None = Field(default=None, ge=0, description="The candidate it is about (default: chosen_index).")
+    source: str = Field(default="agent", min_length=1, description="Who judged it: agent, tests, human, ...")
+    evaluator: str | None = Field(default=None, description="A finer name for the judge.")
+
+
+class FeedbackRequest(BaseModel):
+    """What the agent did with a ranking, and how it went."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"request_id": "rr-3f0c...", "chosen_index": 1, "outcome": 1.0},
+        {"request_id": "rr-3f0c...", "outcome": {"name": "resolved", "value": 0.0, "index": 0, "source": "tests"}},
+    ]})
+    request_id: str = Field(min_length=1, description="The id of a /v1/rerank (or /v2/rerank) response.")
+    chosen_index: int | None = Field(default=None, ge=0, description="The candidate the agent went with.")
+    outcome: float | Outcome | None = Field(default=None, description="A number (resolved, for the chosen "
+                                            "candidate) or an outcome object.")
+
+    @model_validator(mode="after")
+    def _something_to_record(self) -> FeedbackRequest:
+        if self.chosen_index is None and self.outcome is None:
+            raise ValueError("send chosen_index, outcome, or both")
+        if isinstance(self.outcome, float) and self.chosen_index is None:
+            raise ValueError("a bare outcome is about the chosen candidate: send chosen_index, or an outcome "
+                             "object with an index")
+        return self
+
+
+class FeedbackResponse(BaseModel):
+    """What was written to the lake."""
+
+    request_id: str
+    event_id: str = Field(description="The rerank_events id; the same feedback twice writes nothing new.")
+    rows: dict[str, int] = Field(description="New rows per lake table.")
+    candidate_ids: list[str] = Field(description="The served candidates' ids in the lake's candidates table.")
+
+
+class ModelCard(BaseModel):
+    """A served model."""
+
+    id: str
+    object: Literal["model"] = "model"
+    name: str
+    version: str | None
+    uri: str
+    revision: str
+    capabilities: dict[str, Any]
+    neighbors: dict[str, Any] | None = Field(default=None, description="The neighbour index, when one is loaded.")
+
+
+class ModelList(BaseModel):
+    """The served models (one per process)."""
+
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class ReloadRequest(BaseModel):
+    """Which model to load (default: the configured one, resolving its alias again)."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str | None = Field(default=None, description="models:/NAME@ALIAS, models:/NAME/VERSION or a path.")
+
+
+class ReloadResponse(BaseModel):
+    """The swap that happened."""
+
+    previous: str
+    model: str
+    revision: str
+    changed: bool = Field(description="False when the reference still resolves to the served weights.")

@@ -19,29 +19,28 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
-from reranker_service.backends import DummyBackend
-from value_model import ScoredBatch
+from reranker_service.backends import DummyBackend, Forwarded, Item
 
 # How long anything in these tests may wait for a server or a blocked backend before failing.
 WAIT_S = 15.0
 
 
 class SlowBackend(DummyBackend):
-    """A dummy backend whose ``score`` blocks until ``release`` is set.
+    """A dummy backend whose ``forward`` blocks until ``release`` is set.
 
-    ``entered`` is set as soon as a call is inside ``score``, so a test knows the worker is busy.
+    ``entered`` is set as soon as a call is inside ``forward``, so a test knows the model thread is busy.
     """
 
-    def __init__(self) -> None:
-        super().__init__(name="slow")
+    def __init__(self, name: str = "slow", *, version: str = "0") -> None:
+        super().__init__(name=name, version=version)
         self.entered = threading.Event()
         self.release = threading.Event()
 
-    def score(self, prompt: str, candidates: Sequence[str]) -> ScoredBatch:
+    def forward(self, items: Sequence[Item], *, embed: bool = False) -> Forwarded:
         self.entered.set()
         if not self.release.wait(timeout=WAIT_S):
             raise TimeoutError("SlowBackend was never released")
-        return super().score(prompt, candidates)
+        return super().forward(items, embed=embed)
 
 
 class FailingBackend(DummyBackend):
@@ -52,7 +51,7 @@ class FailingBackend(DummyBackend):
     def __init__(self) -> None:
         super().__init__(name="failing")
 
-    def score(self, prompt: str, candidates: Sequence[str]) -> ScoredBatch:
+    def forward(self, items: Sequence[Item], *, embed: bool = False) -> Forwarded:
         self.calls += 1
         raise RuntimeError(self.SECRET)
 

@@ -42,7 +42,7 @@ class TestRerank:
         results = response.json()["results"]
         assert len(results) == 4
         for result in results:
-            assert set(result) == {"index", "id", "score", "value", "rank"}
+            assert set(result) == {"index", "id", "score", "value", "rank", "truncated"}
             assert result["id"] == f"c{result['index']}"
             assert 0.0 < result["score"] < 1.0
         assert sorted(r["index"] for r in results) == [0, 1, 2, 3]

@@ -16,7 +16,7 @@ import pytest
 
 from reranker_service import DummyBackend, EngineNotReadyError, OverloadedError, RerankEngine, ScoringFailedError
 from tests.reranker_service._helpers import WAIT_S, SlowBackend
-from value_model import ScoredBatch
+from reranker_service.backends import Forwarded, Item
 
 pytestmark = pytest.mark.anyio
 
@@ -44,10 +44,10 @@ async def busy_with_one_waiting(
 class FlakyBackend(DummyBackend):
     """Fails on the prompt ``"boom"``, scores everything else."""
 
-    def score(self, prompt: str, candidates: Sequence[str]) -> ScoredBatch:
-        if prompt == "boom":
+    def forward(self, items: Sequence[Item], *, embed: bool = False) -> Forwarded:
+        if any(item.payload[0] == "boom" for item in items):
             raise RuntimeError("the model fell over")
-        return super().score(prompt, candidates)
+        return super().forward(items, embed=embed)
 
 
 class TestScoring:

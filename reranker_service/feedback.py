@@ -1,0 +1,145 @@
+"""Feedback: remember what was served, and write an agent's choice and outcome back to the lake.
+
+The service keeps the last ``feedback_window`` served requests (and at most ``max_bytes`` of their
+candidates) in memory; ``POST /v1/feedback {request_id, chosen_index?, outcome?}`` looks the request
+up and hands it to :func:`trajectory_lake.feedback.write_feedback`, which turns it into ordinary
+``tasks`` / ``candidates`` / ``outcomes`` / ``rerank_events`` rows, so the next training slice reads
+served decisions like any other rollout. Nothing touches the lake while serving a rerank; a write
+happens only when feedback arrives, in a thread, one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from reranker_service.exceptions import RequestNotFoundError
+from trajectory_lake import Lake
+from trajectory_lake.feedback import Feedback, FeedbackWrite, ServedCandidate, resolve_task_id, write_feedback
+
+__all__ = ["FeedbackRecorder", "ServedLog", "ServedRequest"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServedRequest:
+    """A rerank as it was answered."""
+
+    request_id: str
+    model_uri: str
+    model_revision: str
+    task_id: str | None
+    prompt: str
+    domain: str | None
+    candidates: tuple[ServedCandidate, ...]
+    values: tuple[float, ...]
+    scores: tuple[float, ...]
+    served_at: datetime
+
+    @property
+    def size(self) -> int:
+        """Approximate bytes held."""
+        return len(self.prompt) + sum(len(c.content) for c in self.candidates) + 64 * len(self.candidates)
+
+
+class ServedLog:
+    """The most recent served requests, bounded by count and bytes (oldest out first); thread-safe.
+
+    Args:
+        max_requests: requests kept.
+        max_bytes: candidate and prompt text kept, in total.
+    """
+
+    def __init__(self, max_requests: int, *, max_bytes: int = 256 << 20) -> None:
+        self.max_requests = max_requests
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[str, ServedRequest] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def add(self, served: ServedRequest) -> None:
+        """Remember ``served`` (replacing a request with the same id)."""
+        with self._lock:
+            old = self._items.pop(served.request_id, None)
+            if old is not None:
+                self._bytes -= old.size
+            self._items[served.request_id] = served
+            self._bytes += served.size
+            while self._items and (len(self._items) > self.max_requests or self._bytes > self.max_bytes):
+                _, dropped = self._items.popitem(last=False)
+                self._bytes -= dropped.size
+
+    def get(self, request_id: str) -> ServedRequest:
+        """The served request.
+
+        Raises:
+            RequestNotFoundError: never served here, or forgotten (older than the window).
+        """
+        with self._lock:
+            found = self._items.get(request_id)
+        if found is None:
+            raise RequestNotFoundError(
+                f"no served request {request_id!r}: it was never served by this instance or is older than the last "
+                f"{self.max_requests} requests kept for feedback")
+        return found
+
+
+class FeedbackRecorder:
+    """Turns feedback on served requests into lake rows (one write at a time, off the event loop).
+
+    Args:
+        lake: where feedback goes.
+        log: the served requests.
+    """
+
+    def __init__(self, lake: Lake, log: ServedLog) -> None:
+        self.lake = lake
+        self.log = log
+        self._lock = threading.Lock()
+
+    async def record(
+        self,
+        request_id: str,
+        *,
+        chosen: int | None,
+        outcome: float | None,
+        outcome_name: str = "resolved",
+        outcome_index: int | None = None,
+        source: str = "agent",
+        evaluator: str | None = None,
+    ) -> FeedbackWrite:
+        """Write one feedback event; see :class:`trajectory_lake.feedback.Feedback` for the fields.
+
+        Raises:
+            RequestNotFoundError: the request is not remembered.
+            ValueError: an index is out of range, or neither a choice nor an outcome is given.
+        """
+        served = self.log.get(request_id)
+        return await asyncio.to_thread(self._write, served, chosen, outcome, outcome_name, outcome_index, source,
+                                       evaluator)
+
+    def _write(self, served: ServedRequest, chosen: int | None, outcome: float | None, outcome_name: str,
+               outcome_index: int | None, source: str, evaluator: str | None) -> FeedbackWrite:
+        with self._lock:
+            task_id, _ = resolve_task_id(self.lake, served.task_id, served.prompt)
+            feedback = Feedback(
+                request_id=served.request_id, model_uri=served.model_uri, model_revision=served.model_revision,
+                task_id=task_id, prompt=served.prompt, domain=served.domain or "unknown",
+                candidates=served.candidates, values=served.values, scores=served.scores, served_at=served.served_at,
+                chosen=chosen, outcome_name=outcome_name, outcome_value=outcome, outcome_index=outcome_index,
+                source=source, evaluator=evaluator, recorded_at=datetime.now(UTC),
+            )
+            return write_feedback(self.lake, feedback)
+
+
+def served_candidates(contents: Sequence[str], kinds: Sequence[str | None], ids: Sequence[str | None],
+                      *, default_kind: str = "patch") -> tuple[ServedCandidate, ...]:
+    """The served candidates of a request (``kind`` defaults to the model's kind)."""
+    return tuple(ServedCandidate(content=c, kind=k or default_kind, client_id=i)
+                 for c, k, i in zip(contents, kinds, ids, strict=True))

@@ -1,0 +1,370 @@
+"""Everything behind the routes: the engine, the neighbour index, feedback, and model reloads.
+
+:class:`RerankService` is an async object (``start``/``stop``/``async with``) that the app's lifespan
+runs; it is usable and tested without FastAPI. Routes validate a request, call
+:meth:`RerankService.rerank` (or ``feedback``/``reload``) and shape the answer for their protocol.
+
+Reloads (``POST /admin/reload``, or alias polling with ``reload_poll_s``) load the new model in a
+thread while the old one serves, then swap it into the engine: requests already prepared for the
+old model finish on it, so nothing in flight is dropped. A failed load leaves the old model serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Literal
+
+from reranker_service.backends import Backend, ValueModelBackend
+from reranker_service.engine import EngineResult, RerankEngine
+from reranker_service.exceptions import FeatureDisabledError, InvalidRequestError, ReloadFailedError
+from reranker_service.feedback import FeedbackRecorder, ServedLog, ServedRequest, served_candidates
+from reranker_service.index import Neighbor, NeighborIndex, load_or_build_index
+from reranker_service.metrics import ServiceMetrics
+from reranker_service.settings import Settings
+from trajectory_lake import Lake
+from trajectory_lake.feedback import FeedbackWrite
+from trajectory_lake.records import normalise_tool_calls
+
+__all__ = ["Ranking", "RerankService", "Reloaded", "steps_of_messages"]
+
+logger = logging.getLogger(__name__)
+
+Loader = Callable[[str], Backend]
+
+
+def steps_of_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI-style chat messages as the trajectory steps the value model reads.
+
+    Content parts are joined as text; tool calls are flattened to ``{id, name, arguments}``.
+
+    Examples:
+        >>> steps_of_messages([{"role": "assistant", "content": [{"type": "text", "text": "ls"}],
+        ...                     "tool_calls": [{"id": "1", "function": {"name": "bash", "arguments": "{}"}}]}])
+        [{'role': 'assistant', 'content': 'ls', 'tool_calls': [{'id': '1', 'name': 'bash', 'arguments': '{}'}], \
+'tool_call_id': None, 'reasoning': None, 'is_error': None}]
+    """
+    steps = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, list):
+            content = "\n".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
+        steps.append({"role": m["role"], "content": content, "tool_calls": normalise_tool_calls(m.get("tool_calls")),
+                      "tool_call_id": m.get("tool_call_id"), "reasoning": m.get("reasoning"),
+                      "is_error": m.get("is_error")})
+    return steps
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """A scored request, ready to be shaped by a route.
+
+    Attributes:
+        request_id: the id to send feedback with.
+        result: the engine's scores, in candidate order.
+        order: candidate indices, best first.
+        neighbors: per position of ``order`` (up to ``top_n``), the nearest historical candidates.
+        warnings: what the caller should know (truncation, neighbours unavailable).
+        duration_ms: time spent on the request.
+    """
+
+    request_id: str
+    result: EngineResult
+    order: list[int]
+    neighbors: list[list[Neighbor]] | None
+    warnings: list[str]
+    duration_ms: float
+
+
+@dataclass(frozen=True)
+class Reloaded:
+    """What a reload did."""
+
+    previous: str
+    model: str
+    revision: str
+    changed: bool
+
+
+@dataclass
+class _IndexState:
+    index: NeighborIndex | None = None
+    building: asyncio.Task[None] | None = None
+    error: str | None = None
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+
+class RerankService:
+    """The engine, the neighbour index, feedback and reloads of one deployment.
+
+    Args:
+        settings: the deployment's settings.
+        backend: the model to serve.
+        loader: loads a model reference for reloads (default: :meth:`ValueModelBackend.load` with the
+            settings' tracking URI and device).
+        metrics: Prometheus metrics to record into.
+    """
+
+    def __init__(
+        self, settings: Settings, backend: Backend, *, loader: Loader | None = None,
+        metrics: ServiceMetrics | None = None,
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics or ServiceMetrics()
+        self.loader = loader or (lambda ref: ValueModelBackend.load(ref, tracking_uri=settings.tracking_uri,
+                                                                    device=settings.device))
+        self.engine = RerankEngine(
+            backend, max_queue=settings.max_queue, max_batch_tokens=settings.max_batch_tokens,
+            max_batch_size=settings.max_batch_size, max_wait_ms=settings.max_wait_ms,
+            max_request_tokens=settings.max_request_tokens, cache_size=settings.cache_size,
+            tokenizer_workers=settings.tokenizer_workers, metrics=self.metrics,
+        )
+        self.lake = Lake(settings.lake) if settings.lake else None
+        self.served = ServedLog(settings.feedback_window)
+        self.recorder = FeedbackRecorder(self.lake, self.served) if self.lake is not None else None
+        self._index = _IndexState()
+        self._reload_lock = asyncio.Lock()
+        self._poller: asyncio.Task[None] | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    @property
+    def backend(self) -> Backend:
+        """The model serving new requests."""
+        return self.engine.backend
+
+    @property
+    def index(self) -> NeighborIndex | None:
+        """The neighbour index, when it is built for the served model."""
+        index = self._index.index
+        return index if index is not None and index.revision == self.backend.info.cache_revision else None
+
+    async def start(self) -> None:
+        """Start the engine, the index build (in the background) and alias polling."""
+        await self.engine.start()
+        if self.settings.neighbors:
+            self._build_index()
+        if self.settings.reload_poll_s > 0 and self.settings.model.startswith("models:/"):
+            self._poller = asyncio.create_task(self._poll(), name="harvest-alias-poll")
+
+    async def stop(self) -> None:
+        """Stop polling, index builds and the engine."""
+        for task in (self._poller, self._index.building):
+            if task is not None:
+                task.cancel()
+        self._poller = None
+        await self.engine.stop()
+
+    async def __aenter__(self) -> RerankService:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    # -- neighbours -------------------------------------------------------------------------------
+
+    def _build_index(self) -> None:
+        """(Re)build the index for the served model in a thread; the previous one is dropped at once."""
+        assert self.lake is not None
+        backend, lake, settings = self.backend, self.lake, self.settings
+        if self._index.building is not None:
+            self._index.building.cancel()  # its result would be for a replaced model
+
+        async def build() -> None:
+            self._index.error = None
+            try:
+                index = await asyncio.to_thread(
+                    load_or_build_index, lake, backend, version=settings.index_version,
+                    kind=backend.info.capabilities.get("kind", "patch"), directory=settings.index_dir,
+                    max_batch_tokens=settings.max_batch_tokens, max_batch_size=settings.max_batch_size)
+            except Exception as exc:  # noqa: BLE001 - the service keeps serving without neighbours
+                logger.exception("building the neighbour index failed")
+                self._index.error = type(exc).__name__
+                return
+            if index.revision == self.backend.info.cache_revision:
+                self._index.index = index
+
+        self._index.building = asyncio.create_task(build(), name="harvest-index-build")
+
+    def index_status(self) -> dict[str, Any] | None:
+        """What ``/v1/models`` says about neighbours (``None`` when they are not configured)."""
+        if not self.settings.neighbors:
+            return None
+        if self.index is not None:
+            return {"status": "ready", **self.index.describe()}
+        return {"status": "failed" if self._index.error else "building", "error": self._index.error}
+
+    async def wait_for_index(self, timeout: float = 120.0) -> NeighborIndex:
+        """The index once built (for scripts and tests).
+
+        Raises:
+            FeatureDisabledError: neighbours are not configured.
+            TimeoutError: not built within ``timeout`` seconds.
+        """
+        if not self.settings.neighbors:
+            raise FeatureDisabledError("neighbours are off: set neighbors (HARVEST_NEIGHBORS) and lake")
+        deadline = time.monotonic() + timeout
+        while self.index is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the neighbour index was not built within {timeout:.0f}s")
+            await asyncio.sleep(0.05)
+        return self.index
+
+    # -- scoring ----------------------------------------------------------------------------------
+
+    async def rerank(
+        self,
+        prompt: str,
+        contents: Sequence[str],
+        *,
+        request_id: str | None = None,
+        kinds: Sequence[str | None] | None = None,
+        ids: Sequence[str | None] | None = None,
+        context: Sequence[Mapping[str, Any]] = (),
+        task_id: str | None = None,
+        domain: str | None = None,
+        top_n: int | None = None,
+        neighbors: int = 0,
+        truncate: bool = True,
+        max_tokens_per_candidate: int | None = None,
+        truncation_side: Literal["left", "right"] = "right",
+    ) -> Ranking:
+        """Score and rank one task's candidates.
+
+        Args:
+            prompt: the task statement.
+            contents: candidate texts.
+            request_id: the id to answer under (default: a new ``rr-...``).
+            kinds: per candidate, ``patch``/``answer``/``action`` (for feedback rows).
+            ids: per candidate, the client's id (kept with feedback rows).
+            context: trajectory steps (see :func:`steps_of_messages`).
+            task_id: the client's task id (feedback matches it to the lake's tasks).
+            domain: the task's domain.
+            top_n: neighbours are looked up for the best ``top_n`` only.
+            neighbors: how many neighbours per result (0: none).
+            truncate: refuse over-long inputs instead of cutting them.
+            max_tokens_per_candidate: cut each candidate to this many tokens first.
+            truncation_side: which end of a candidate that cut keeps.
+
+        Raises:
+            OverloadedError, RequestTooLargeError, InputTooLongError, ScoringFailedError,
+            EngineNotReadyError: from the engine.
+        """
+        started = time.perf_counter()
+        request_id = request_id or f"rr-{uuid.uuid4().hex}"
+        warnings: list[str] = []
+        index = self.index if neighbors else None
+        if neighbors and index is None:
+            warnings.append(self._neighbors_unavailable())
+        result = await self.engine.score(prompt, contents, context=context,
+                                         max_tokens_per_candidate=max_tokens_per_candidate,
+                                         truncation_side=truncation_side, truncate=truncate,
+                                         embed=index is not None)
+        # Rank by the raw value: calibration is monotone, and raw values keep ties apart.
+        order = sorted(range(len(contents)), key=lambda i: (-result.values[i], i))
+        shown = order[:top_n] if top_n is not None else order
+        found = None
+        if index is not None and result.embeddings is not None and index.revision == result.model.cache_revision:
+            found = await asyncio.to_thread(index.search, result.embeddings[shown], neighbors)
+        elif index is not None:
+            warnings.append("neighbours are not available for this request: the model was swapped while it ran")
+        n_truncated = sum(result.truncated)
+        if n_truncated:
+            warnings.append(f"{n_truncated} candidate(s) were truncated to the model's token budget "
+                            "(task head, candidate head and tail, oldest context steps first)")
+        if max_tokens_per_candidate is not None:
+            warnings.append(f"candidates were cut to {max_tokens_per_candidate} tokens first "
+                            f"(keeping their {'head' if truncation_side == 'right' else 'tail'})")
+        if self.recorder is not None:
+            info = result.model
+            self.served.add(ServedRequest(
+                request_id=request_id, model_uri=info.uri, model_revision=info.cache_revision, task_id=task_id,
+                prompt=prompt, domain=domain,
+                candidates=served_candidates(contents, kinds or [None] * len(contents), ids or [None] * len(contents),
+                                             default_kind=str(info.capabilities.get("kind", "patch"))),
+                values=tuple(float(v) for v in result.values), scores=tuple(float(s) for s in result.scores),
+                served_at=datetime.now(UTC)))
+        return Ranking(request_id=request_id, result=result, order=order, neighbors=found, warnings=warnings,
+                       duration_ms=(time.perf_counter() - started) * 1000)
+
+    def _neighbors_unavailable(self) -> str:
+        status = self.index_status()
+        if status is None:
+            return "neighbours are off on this server (start it with neighbors=true and a lake)"
+        return f"neighbours are not available yet: the index is {status['status']}"
+
+    # -- feedback ---------------------------------------------------------------------------------
+
+    async def feedback(
+        self, request_id: str, *, chosen: int | None, outcome: float | None, outcome_name: str = "resolved",
+        outcome_index: int | None = None, source: str = "agent", evaluator: str | None = None,
+    ) -> FeedbackWrite:
+        """Write the agent's choice and outcome for a served request to the lake.
+
+        Raises:
+            FeatureDisabledError: no lake is configured.
+            RequestNotFoundError: the request is unknown or forgotten.
+            InvalidRequestError: an index is out of range.
+        """
+        if self.recorder is None:
+            raise FeatureDisabledError("feedback is off on this server: set lake (HARVEST_LAKE) to the lake it "
+                                       "should be written to")
+        try:
+            return await self.recorder.record(request_id, chosen=chosen, outcome=outcome, outcome_name=outcome_name,
+                                              outcome_index=outcome_index, source=source, evaluator=evaluator)
+        except ValueError as exc:
+            raise InvalidRequestError(str(exc)) from None
+
+    # -- reloads ----------------------------------------------------------------------------------
+
+    async def reload(self, model: str | None = None) -> Reloaded:
+        """Load ``model`` (default: the configured reference, resolved again) and serve it.
+
+        Raises:
+            ReloadFailedError: the model could not be loaded; the previous one keeps serving.
+        """
+        reference = model or self.settings.model
+        async with self._reload_lock:
+            previous = self.backend
+            try:
+                backend = await asyncio.to_thread(self.loader, reference)
+            except Exception:  # noqa: BLE001 - logged; the client gets a generic message
+                logger.exception("reloading %s failed", reference)
+                raise ReloadFailedError(f"could not load {reference!r} (see the server log); "
+                                        f"{previous.info.label} keeps serving") from None
+            if backend.info.cache_revision == previous.info.cache_revision:
+                backend.close()
+                return Reloaded(previous=previous.info.label, model=previous.info.label,
+                                revision=previous.info.cache_revision, changed=False)
+            self.engine.swap(backend)
+            if self.settings.neighbors:
+                self._build_index()
+            return Reloaded(previous=previous.info.label, model=backend.info.label,
+                            revision=backend.info.cache_revision, changed=True)
+
+    async def _poll(self) -> None:
+        """Reload whenever the configured alias points at another version."""
+        from reranker_service.registry import alias_version
+
+        while True:
+            await asyncio.sleep(self.settings.reload_poll_s)
+            try:
+                version = await asyncio.to_thread(alias_version, self.settings.model, self.settings.tracking_uri)
+            except Exception:  # noqa: BLE001 - a registry outage must not stop serving
+                logger.warning("polling %s failed; will retry", self.settings.model, exc_info=True)
+                continue
+            if version is not None and version != self.backend.info.version:
+                logger.info("%s now points at version %s; reloading", self.settings.model, version)
+                try:
+                    await self.reload()
+                except ReloadFailedError:
+                    continue
