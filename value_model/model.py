@@ -157,7 +157,7 @@ class ValueModel(nn.Module):
         """
         kwargs = {"use_reentrant": False}
         backbone = self.backbone.get_base_model() if self.has_lora else self.backbone
-        if hasattr(backbone, "activation_checkpointing_enable"):  # transformers >= 5.2
+        if hasattr(backbone, "activation_checkpointing_enable"):  # the new name; the old one warns
             backbone.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
         else:
             backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)

@@ -192,3 +192,14 @@ class TestScale:
                                   action_subset["content"].to_list(), max_length=64, contexts=contexts)
         assert np.all(np.isfinite(after)) and next(loaded.parameters()).dtype == torch.float32
         assert after == pytest.approx(before, abs=0.05)  # bf16 weights read back in float32
+
+
+@pytest.mark.gpu
+def test_on_cuda_auto_precision_trains_lora_under_bf16_autocast(action_examples, action_subset, tiny_decoder_dir):
+    config = TrainConfig(backbone=str(tiny_decoder_dir), kind="action", trajectory_kind="answer", objective="td",
+                         lora_rank=4, gradient_checkpointing=True, max_length=64, epochs=1, batch_size=8)
+    assert backbone_dtype(config) == torch.bfloat16  # auto precision on CUDA is bf16
+    model, tokenizer = ValueModel.from_backbone(config.backbone, dtype=backbone_dtype(config))
+    result = fit(model, tokenizer, action_subset, EMPTY, config, steps=action_examples.steps)
+    assert next(result.model.head.parameters()).device.type == "cuda"
+    assert all(np.isfinite(result.step_losses))
