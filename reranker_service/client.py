@@ -2,49 +2,77 @@
 
 Examples:
     >>> client = RerankClient("http://127.0.0.1:8765")   # doctest: +SKIP
-    >>> client.rerank("Fix the crash in parse()", ["diff --git a/...", "diff --git b/..."])["results"][0]  # doctest: +SKIP
-    {'index': 1, 'id': None, 'score': 0.71, 'value': 0.93, 'rank': 1}
+    >>> ranked = client.rerank("Fix the crash in parse()", ["diff --git a/...", "diff --git b/..."])  # doctest: +SKIP
+    >>> ranked["results"][0]  # doctest: +SKIP
+    {'index': 1, 'id': None, 'score': 0.71, 'value': 0.93, 'rank': 1, 'truncated': False}
+    >>> client.feedback(ranked["id"], chosen_index=1, outcome=1.0)["rows"]["outcomes"]  # doctest: +SKIP
+    1
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 import httpx
 
-__all__ = ["AsyncRerankClient", "RerankClient", "RerankError", "rerank_payload"]
+__all__ = ["AsyncRerankClient", "RerankClient", "RerankError", "feedback_payload", "rerank_payload"]
 
 
 class RerankError(RuntimeError):
-    """The service answered with an error; ``status`` and the service's ``error`` body are attached."""
+    """The service answered with an error; ``status``, the service's ``error`` body and, for 429/503,
+    ``retry_after`` (seconds) are attached."""
 
-    def __init__(self, status: int, body: Any) -> None:  # noqa: ANN401 - the decoded error body
+    def __init__(self, status: int, body: Any, retry_after: float | None = None) -> None:  # noqa: ANN401 - decoded body
         message = body.get("error", {}).get("message") if isinstance(body, dict) else str(body)
         super().__init__(f"HTTP {status}: {message}")
         self.status = status
         self.body = body
+        self.retry_after = retry_after
 
 
 def rerank_payload(
     prompt: str,
-    candidates: Sequence[str | dict[str, Any]],
+    candidates: Sequence[str | Mapping[str, Any]],
     *,
     top_n: int | None = None,
     task_id: str | None = None,
+    domain: str | None = None,
+    context: Sequence[Mapping[str, Any]] | None = None,
+    return_neighbors: bool | int | None = None,
+    truncate: bool | None = None,
+    max_tokens_per_candidate: int | None = None,
 ) -> dict[str, Any]:
-    """The ``/v1/rerank`` body for a task and its candidates (strings or ``{content, id?, kind?}``)."""
+    """The ``/v1/rerank`` body for a task and its candidates (strings or ``{content, id?, kind?}``).
+
+    ``context`` is the trajectory so far as chat messages; options left ``None`` are not sent.
+    """
     task: dict[str, Any] = {"prompt": prompt}
     if task_id is not None:
         task["id"] = task_id
+    if domain is not None:
+        task["domain"] = domain
     body: dict[str, Any] = {
         "task": task,
-        "candidates": [c if isinstance(c, dict) else {"content": c} for c in candidates],
+        "candidates": [dict(c) if isinstance(c, Mapping) else {"content": c} for c in candidates],
     }
-    if top_n is not None:
-        body["top_n"] = top_n
+    options = {"context": list(context) if context else None, "top_n": top_n, "return_neighbors": return_neighbors,
+               "truncate": truncate, "max_tokens_per_candidate": max_tokens_per_candidate}
+    body.update({k: v for k, v in options.items() if v is not None})
+    return body
+
+
+def feedback_payload(
+    request_id: str, *, chosen_index: int | None = None, outcome: float | Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ``/v1/feedback`` body (``outcome``: a number for the chosen candidate, or an outcome object)."""
+    body: dict[str, Any] = {"request_id": request_id}
+    if chosen_index is not None:
+        body["chosen_index"] = chosen_index
+    if outcome is not None:
+        body["outcome"] = dict(outcome) if isinstance(outcome, Mapping) else outcome
     return body
 
 
@@ -52,13 +80,14 @@ def _headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
-def _decode(response: httpx.Response) -> dict[str, Any]:
+def _decode(response: httpx.Response) -> Any:  # noqa: ANN401 - the decoded body
     try:
         body = response.json()
     except ValueError:
         body = response.text
     if response.status_code >= 400:
-        raise RerankError(response.status_code, body)
+        retry = response.headers.get("retry-after")
+        raise RerankError(response.status_code, body, float(retry) if retry else None)
     return body
 
 
@@ -84,9 +113,28 @@ class RerankClient:
         """Close the connection pool."""
         self._http.close()
 
-    def rerank(self, prompt: str, candidates: Sequence[str | dict[str, Any]], **kwargs: Any) -> dict[str, Any]:  # noqa: ANN401
-        """POST ``/v1/rerank``; returns the response body. Raises :class:`RerankError` on errors."""
-        return _decode(self._http.post("/v1/rerank", json=rerank_payload(prompt, candidates, **kwargs)))
+    def rerank(self, prompt: str, candidates: Sequence[str | Mapping[str, Any]], **options: Any) -> dict[str, Any]:  # noqa: ANN401
+        """POST ``/v1/rerank`` (options as in :func:`rerank_payload`); raises :class:`RerankError` on errors."""
+        return _decode(self._http.post("/v1/rerank", json=rerank_payload(prompt, candidates, **options)))
+
+    def feedback(self, request_id: str, **options: Any) -> dict[str, Any]:  # noqa: ANN401
+        """POST ``/v1/feedback`` (options as in :func:`feedback_payload`)."""
+        return _decode(self._http.post("/v1/feedback", json=feedback_payload(request_id, **options)))
+
+    def models(self) -> list[dict[str, Any]]:
+        """GET ``/v1/models``: the served model's card."""
+        return _decode(self._http.get("/v1/models"))["data"]
+
+    def reload(self, model: str | None = None) -> dict[str, Any]:
+        """POST ``/admin/reload``: load ``model`` (default: the configured one again) and swap it in."""
+        return _decode(self._http.post("/admin/reload", json={"model": model} if model else {}))
+
+    def metrics(self) -> str:
+        """GET ``/metrics`` (Prometheus text)."""
+        response = self._http.get("/metrics")
+        if response.status_code >= 400:
+            _decode(response)  # raises
+        return response.text
 
     def health(self) -> dict[str, Any]:
         """GET ``/health``."""
@@ -129,9 +177,21 @@ class AsyncRerankClient:
         """Close the connection pool."""
         await self._http.aclose()
 
-    async def rerank(self, prompt: str, candidates: Sequence[str | dict[str, Any]], **kwargs: Any) -> dict[str, Any]:  # noqa: ANN401
-        """POST ``/v1/rerank``; returns the response body. Raises :class:`RerankError` on errors."""
-        return _decode(await self._http.post("/v1/rerank", json=rerank_payload(prompt, candidates, **kwargs)))
+    async def rerank(self, prompt: str, candidates: Sequence[str | Mapping[str, Any]], **options: Any) -> dict[str, Any]:  # noqa: ANN401
+        """POST ``/v1/rerank``; raises :class:`RerankError` on errors."""
+        return _decode(await self._http.post("/v1/rerank", json=rerank_payload(prompt, candidates, **options)))
+
+    async def feedback(self, request_id: str, **options: Any) -> dict[str, Any]:  # noqa: ANN401
+        """POST ``/v1/feedback``."""
+        return _decode(await self._http.post("/v1/feedback", json=feedback_payload(request_id, **options)))
+
+    async def models(self) -> list[dict[str, Any]]:
+        """GET ``/v1/models``."""
+        return _decode(await self._http.get("/v1/models"))["data"]
+
+    async def reload(self, model: str | None = None) -> dict[str, Any]:
+        """POST ``/admin/reload``."""
+        return _decode(await self._http.post("/admin/reload", json={"model": model} if model else {}))
 
     async def health(self) -> dict[str, Any]:
         """GET ``/health``."""

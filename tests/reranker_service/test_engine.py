@@ -1,7 +1,8 @@
-"""RerankEngine without FastAPI: scoring, the bounded queue, cancellation, failures, start and stop.
+"""RerankEngine without FastAPI: scoring, the bounded queue, cancellation, failures, start and stop,
+batching across requests, the score cache, token limits and model swaps.
 
-The engine runs the backend in one worker thread behind an ``asyncio.Queue``; ``SlowBackend`` holds
-that worker busy so the queue's states (one in flight, N waiting, full) are reached deterministically.
+The engine runs the backend in one model thread behind a batching worker; ``SlowBackend`` holds that
+thread busy so the queue's states (one in flight, N waiting, full) are reached deterministically.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pytest
 
-from reranker_service import DummyBackend, EngineNotReadyError, OverloadedError, RerankEngine, ScoringFailedError
+from reranker_service import (
+    DummyBackend,
+    EngineNotReadyError,
+    OverloadedError,
+    RequestTooLargeError,
+    RerankEngine,
+    ScoringFailedError,
+)
 from tests.reranker_service._helpers import WAIT_S, SlowBackend
 from reranker_service.backends import Forwarded, Item
 
@@ -225,3 +233,103 @@ class TestLifecycle:
             pass
         async with engine:
             assert len((await engine.score("p", ["a"])).values) == 1
+
+
+class TestBatching:
+    async def test_requests_waiting_together_are_scored_in_one_model_call(self, slow_backend):
+        async with RerankEngine(slow_backend, max_queue=16) as engine:
+            first = asyncio.create_task(engine.score("task 0", ["a"]))
+            await eventually(slow_backend.entered.is_set)
+            waiting = [asyncio.create_task(engine.score(f"task {i}", ["a", "b"])) for i in range(1, 7)]
+            await eventually(lambda: engine.queue_depth == 6)
+            slow_backend.release.set()
+            results = await asyncio.gather(first, *waiting)
+
+        assert slow_backend.calls == 2  # the first request, then the six waiting ones together
+        expected = [DummyBackend().score(f"task {i}", ["a", "b"]).values for i in range(1, 7)]
+        for got, want in zip(results[1:], expected, strict=True):
+            np.testing.assert_array_equal(got.values, want)
+
+    async def test_a_request_over_the_batch_size_is_split_and_answered_whole(self):
+        backend = DummyBackend()
+        async with RerankEngine(backend, max_batch_size=4) as engine:
+            result = await engine.score("p", [f"c{i}" for i in range(10)])
+
+        assert backend.calls == 3
+        np.testing.assert_array_equal(result.values, backend.score("p", [f"c{i}" for i in range(10)]).values)
+
+    async def test_embeddings_come_back_per_candidate_when_asked(self):
+        async with RerankEngine(DummyBackend()) as engine:
+            result = await engine.score("p", ["a", "b", "a"], embed=True)
+
+        assert result.embeddings is not None and result.embeddings.shape == (3, 8)
+        np.testing.assert_array_equal(result.embeddings[0], result.embeddings[2])
+
+
+class TestScoreCache:
+    async def test_a_repeated_request_is_answered_without_the_model(self):
+        backend = DummyBackend()
+        async with RerankEngine(backend) as engine:
+            first = await engine.score("p", ["a", "b"])
+            second = await engine.score("p", ["a", "b"])
+
+        assert backend.calls == 1
+        assert (first.cached, second.cached) == (0, 2)
+        np.testing.assert_array_equal(first.values, second.values)
+
+    async def test_only_the_new_candidates_of_a_request_reach_the_model(self):
+        backend = DummyBackend()
+        async with RerankEngine(backend) as engine:
+            await engine.score("p", ["a", "b"])
+            result = await engine.score("p", ["b", "c", "a"])
+
+        assert backend.items_scored == 3  # a, b, then only c
+        assert result.cached == 2
+        np.testing.assert_array_equal(result.values, backend.score("p", ["b", "c", "a"]).values)
+
+    async def test_a_candidate_of_another_task_is_not_a_hit(self):
+        backend = DummyBackend()
+        async with RerankEngine(backend) as engine:
+            await engine.score("p", ["a"])
+            result = await engine.score("q", ["a"])
+
+        assert result.cached == 0 and backend.calls == 2
+
+    async def test_swapping_the_model_stops_old_scores_from_answering(self):
+        async with RerankEngine(DummyBackend("old")) as engine:
+            await engine.score("p", ["a"])
+            new = DummyBackend("new", version="1")
+            engine.swap(new)
+            result = await engine.score("p", ["a"])
+
+        assert result.cached == 0 and new.calls == 1
+        assert result.model.name == "new"
+
+    async def test_cache_size_zero_always_calls_the_model(self):
+        backend = DummyBackend()
+        async with RerankEngine(backend, cache_size=0) as engine:
+            await engine.score("p", ["a"])
+            await engine.score("p", ["a"])
+        assert backend.calls == 2
+
+
+class TestLimits:
+    async def test_a_request_over_max_request_tokens_is_refused_and_frees_its_slot(self):
+        async with RerankEngine(DummyBackend(), max_request_tokens=10) as engine:
+            with pytest.raises(RequestTooLargeError, match="the limit is 10 per request"):
+                await engine.score("p" * 40, ["a", "b"])
+            assert engine.queue_depth == 0
+            assert len((await engine.score("p", ["a"])).values) == 1
+
+
+class TestSwap:
+    async def test_requests_prepared_for_the_old_model_finish_on_it_and_new_ones_use_the_new(self, slow_backend):
+        async with RerankEngine(slow_backend, max_queue=4) as engine:
+            in_flight, waiting = await busy_with_one_waiting(engine, slow_backend)
+            engine.swap(DummyBackend("new", version="2"))
+            after = asyncio.create_task(engine.score("task", ["third"]))
+            slow_backend.release.set()
+            results = await asyncio.gather(in_flight, waiting, after)
+
+        assert [r.model.label for r in results] == ["slow/0", "slow/0", "new/2"]
+        assert engine.stats.failed == 0
