@@ -175,6 +175,6 @@ def create_app(
     app.include_router(router)
     app.add_middleware(JsonByDefaultMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
-    app.add_middleware(MetricsMiddleware, metrics=metrics,
-                       routes={r.path for r in app.routes if hasattr(r, "path")})
+    known = {path for r in (*public.routes, *router.routes) if isinstance(path := getattr(r, "path", None), str)}
+    app.add_middleware(MetricsMiddleware, metrics=metrics, routes=known)
     return app

@@ -1,0 +1,121 @@
+"""``POST /v1/feedback`` over real HTTP: served decisions and outcomes reach the lake, and training.
+
+Under test: feedback on a served request writes its task, candidates, the outcome and a rerank event
+to the lake (``lake`` setting); the outcome row is a labelled example that ``value_model``'s slice
+reader returns; repeated feedback adds nothing; unknown or forgotten requests get 404, feedback
+without a lake 400, out-of-range indices 422.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from reranker_service import DummyBackend, Settings, create_app
+from trajectory_lake import Lake
+
+pytestmark = pytest.mark.slow  # starts a server
+
+TASK = {"prompt": "Fix the crash in parse() on empty input", "id": "parse-empty", "domain": "swe"}
+CANDIDATES = [{"id": "a", "kind": "patch", "content": "diff --git a/p.py\n+return None"},
+              {"id": "b", "kind": "patch", "content": "diff --git a/p.py\n+if not s: return Document()"}]
+
+
+@pytest.fixture
+def lake(tmp_path):
+    return Lake(tmp_path / "lake")
+
+
+@pytest.fixture
+def http(live_server, lake):
+    server = live_server(create_app(Settings(lake=lake.uri, feedback_window=3), backend=DummyBackend()))
+    with server.client() as client:
+        yield client
+
+
+def served_id(http, **extra) -> str:
+    response = http.post("/v1/rerank", json={"task": TASK, "candidates": CANDIDATES, **extra})
+    assert response.status_code == 200, response.text
+    return response.json()["id"]
+
+
+class TestFeedbackReachesTheLake:
+    def test_choice_and_outcome_are_written_as_lake_rows(self, http, lake):
+        request_id = served_id(http)
+        response = http.post("/v1/feedback", json={"request_id": request_id, "chosen_index": 1, "outcome": 1.0})
+
+        assert response.status_code == 200, response.text
+        body = response.json()
+        assert body["rows"] == {"runs": 1, "tasks": 1, "trajectories": 2, "candidates": 2, "outcomes": 1,
+                                "rerank_events": 1}
+        event = lake.read("rerank_events").row(0, named=True)
+        assert (event["request_id"], event["chosen"], event["outcome_value"]) == (request_id, 1, 1.0)
+        assert event["candidate_ids"] == body["candidate_ids"]
+        assert event["model_uri"] == "dummy:dummy" and event["task_id"] == "served/parse-empty"
+        outcome = lake.read("outcomes").row(0, named=True)
+        assert (outcome["candidate_id"], outcome["name"], outcome["value"]) == (body["candidate_ids"][1],
+                                                                                "resolved", 1.0)
+        contents = dict(lake.read("candidates").select("candidate_id", "content").iter_rows())
+        assert contents[body["candidate_ids"][1]] == CANDIDATES[1]["content"]
+
+    def test_the_outcome_is_a_training_example_for_the_next_round(self, http, lake):
+        from value_model import load_examples
+
+        request_id = served_id(http)
+        http.post("/v1/feedback", json={"request_id": request_id, "outcome": {"index": 0, "value": 0.0,
+                                                                              "source": "tests"}})
+        examples = load_examples(lake)
+        frame = examples.frame if hasattr(examples, "frame") else examples
+
+        assert frame.select("prompt", "content", "label").rows() == [
+            (TASK["prompt"], CANDIDATES[0]["content"], 0.0)]
+
+    def test_the_same_feedback_twice_adds_nothing(self, http, lake):
+        request_id = served_id(http)
+        first = http.post("/v1/feedback", json={"request_id": request_id, "chosen_index": 0}).json()
+        versions = lake.versions()
+        second = http.post("/v1/feedback", json={"request_id": request_id, "chosen_index": 0}).json()
+
+        assert first["event_id"] == second["event_id"]
+        assert set(second["rows"].values()) == {0}
+        assert lake.versions() == versions
+
+    def test_feedback_on_a_cohere_request_works_too(self, http, lake):
+        request_id = http.post("/v2/rerank", json={"query": TASK["prompt"], "documents": ["d1", "d2"]}).json()["id"]
+        response = http.post("/v1/feedback", json={"request_id": request_id, "chosen_index": 0, "outcome": 1})
+        assert response.status_code == 200
+        assert lake.read("candidates").get_column("content").sort().to_list() == ["d1", "d2"]
+
+
+class TestFeedbackErrors:
+    def test_an_unknown_request_id_gets_404(self, http):
+        response = http.post("/v1/feedback", json={"request_id": "rr-never", "chosen_index": 0})
+        assert response.status_code == 404
+        assert "no served request 'rr-never'" in response.json()["error"]["message"]
+
+    def test_a_request_older_than_the_window_is_forgotten(self, http):
+        first = served_id(http)
+        for i in range(3):
+            served_id(http, top_n=1 + i % 2)
+        assert http.post("/v1/feedback", json={"request_id": first, "chosen_index": 0}).status_code == 404
+
+    def test_an_index_out_of_range_gets_422(self, http):
+        response = http.post("/v1/feedback", json={"request_id": served_id(http), "chosen_index": 5})
+        assert response.status_code == 422
+        assert "chosen must be in 0..1" in response.json()["error"]["message"]
+
+    @pytest.mark.parametrize(
+        ("body", "says"),
+        [({"request_id": "r"}, "send chosen_index, outcome, or both"),
+         ({"request_id": "r", "outcome": 1.0}, "a bare outcome is about the chosen candidate")],
+    )
+    def test_feedback_without_a_choice_or_outcome_target_gets_422(self, http, body, says):
+        response = http.post("/v1/feedback", json=body)
+        assert response.status_code == 422 and says in response.json()["error"]["message"]
+
+    def test_feedback_without_a_lake_gets_400_naming_the_setting(self, live_server):
+        server = live_server(create_app(Settings(), backend=DummyBackend()))
+        with server.client() as http:
+            request_id = served_id(http)
+            response = http.post("/v1/feedback", json={"request_id": request_id, "chosen_index": 0})
+        assert response.status_code == 400
+        assert "HARVEST_LAKE" in response.json()["error"]["message"]

@@ -1,0 +1,150 @@
+"""The neighbour index with the deterministic dummy backend (its embedding is a hash of the candidate).
+
+Under test: ``build_index`` pins the lake versions it read and keeps each candidate's outcomes;
+search returns the most similar first; an index saved to ``index_dir`` is reused for the same lake
+versions and model and rebuilt for new ones; ``return_neighbors`` over HTTP returns each result's
+neighbours, warns while the index builds or when neighbours are off, and a reload rebuilds the index
+for the new model. The real model on the real Lite lake is in ``test_real_model.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from reranker_service import DummyBackend, NeighborIndex, ScoreInput, Settings, build_index, create_app
+from reranker_service.index import load_or_build_index
+from trajectory_lake import Lake
+from trajectory_lake.feedback import Feedback, ServedCandidate, write_feedback
+
+HISTORY = {
+    "served/t1": ("Fix parse() on empty input", [("diff one", 1.0), ("diff two", 0.0)]),
+    "served/t2": ("Make the CLI print help", [("diff three", 1.0), ("diff one", 0.0)]),
+}
+
+
+def fill(lake: Lake, history=HISTORY) -> Lake:
+    for n, (task_id, (prompt, rows)) in enumerate(history.items()):
+        for i, (content, outcome) in enumerate(rows):
+            write_feedback(lake, Feedback(
+                request_id=f"hist-{n}-{i}", model_uri="x", task_id=task_id, prompt=prompt,
+                candidates=[ServedCandidate(content=c) for c, _ in rows], values=[0.0] * len(rows),
+                scores=[0.5] * len(rows), served_at=datetime(2026, 1, 1, tzinfo=UTC), outcome_index=i,
+                outcome_value=outcome))
+    return lake
+
+
+@pytest.fixture
+def lake(tmp_path) -> Lake:
+    return fill(Lake(tmp_path / "lake"))
+
+
+class TestIndex:
+    def test_the_index_holds_every_candidate_with_its_outcomes_and_pinned_versions(self, lake):
+        index = build_index(lake, DummyBackend())
+
+        assert len(index) == 4
+        assert index.manifest["versions"] == {t: lake.version(t) for t in ("candidates", "tasks", "outcomes")}
+        assert index.manifest["model_revision"] == "dummy:dummy:0"
+        outcomes = dict(zip(index.rows.get_column("task_id").to_list(), index.rows.get_column("outcomes").to_list(),
+                            strict=False))
+        assert set(outcomes) == {"served/t1", "served/t2"}
+
+    def test_search_returns_the_identical_candidate_first(self, lake):
+        backend = DummyBackend()
+        index = build_index(lake, backend)
+        query = backend.forward(backend.prepare(ScoreInput(prompt="anything", candidates=("diff three",))).items,
+                                embed=True).embeddings
+
+        (found,) = index.search(query, 2)
+        assert found[0].similarity == pytest.approx(1.0)
+        assert (found[0].task_id, found[0].outcomes) == ("served/t2", {"resolved": 1.0})
+        assert found[0].similarity >= found[1].similarity
+
+    def test_a_pinned_version_ignores_later_candidates(self, lake):
+        pinned = lake.version("candidates")
+        fill(lake, {"served/t3": ("Later task", [("diff four", 1.0)])})
+        assert len(build_index(lake, DummyBackend(), version=pinned)) == 4
+        assert len(build_index(lake, DummyBackend())) == 5
+
+    def test_a_saved_index_is_reused_for_the_same_inputs_only(self, lake, tmp_path):
+        first = load_or_build_index(lake, DummyBackend(), directory=tmp_path / "indexes")
+        again = load_or_build_index(lake, DummyBackend(), directory=tmp_path / "indexes")
+        other = load_or_build_index(lake, DummyBackend("other"), directory=tmp_path / "indexes")
+
+        assert again.manifest["built_at"] == first.manifest["built_at"]
+        assert other.manifest["model_revision"] == "dummy:other:0"
+        assert len(list((tmp_path / "indexes").iterdir())) == 2
+
+    def test_save_and_load_round_trip(self, lake, tmp_path):
+        index = build_index(lake, DummyBackend())
+        loaded = NeighborIndex.load(index.save(tmp_path / "ix"))
+        probe = np.eye(8, dtype=np.float32)[:2]
+        assert [[n.candidate_id for n in found] for found in loaded.search(probe, 3)] == [
+            [n.candidate_id for n in found] for found in index.search(probe, 3)]
+
+
+@pytest.mark.slow
+class TestReturnNeighbors:
+    @staticmethod
+    def ready(http, timeout: float = 30) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = http.get("/v1/models").json()["data"][0]["neighbors"]
+            if status["status"] == "ready":
+                return status
+            time.sleep(0.05)
+        raise AssertionError(f"the index was not ready: {status}")
+
+    def test_each_result_carries_its_nearest_historical_candidates(self, live_server, lake, tmp_path):
+        server = live_server(create_app(Settings(lake=lake.uri, neighbors=True, index_dir=str(tmp_path / "ix")),
+                                        backend=DummyBackend()))
+        with server.client() as http:
+            status = self.ready(http)
+            body = http.post("/v1/rerank", json={"task": {"prompt": "New task"}, "candidates": [
+                {"content": "diff three"}, {"content": "something new"}], "return_neighbors": 2}).json()
+
+        assert status["size"] == 4 and status["versions"]["candidates"] == lake.version("candidates")
+        by_content = {r["index"]: r for r in body["results"]}
+        nearest = by_content[0]["neighbors"]
+        assert len(nearest) == 2
+        assert nearest[0]["similarity"] == pytest.approx(1.0)
+        assert (nearest[0]["task_id"], nearest[0]["outcomes"]) == ("served/t2", {"resolved": 1.0})
+        assert len(by_content[1]["neighbors"]) == 2
+        assert body["warnings"] == []
+
+    def test_return_neighbors_true_uses_the_default_k(self, live_server, lake):
+        server = live_server(create_app(Settings(lake=lake.uri, neighbors=True, neighbors_k=3),
+                                        backend=DummyBackend()))
+        with server.client() as http:
+            self.ready(http)
+            body = http.post("/v1/rerank", json={"task": {"prompt": "t"}, "candidates": [{"content": "x"}],
+                                                 "return_neighbors": True}).json()
+        assert len(body["results"][0]["neighbors"]) == 3
+
+    def test_neighbors_off_is_a_warning_not_an_error(self, live_server):
+        server = live_server(create_app(Settings(), backend=DummyBackend()))
+        with server.client() as http:
+            body = http.post("/v1/rerank", json={"task": {"prompt": "t"}, "candidates": [{"content": "x"}],
+                                                 "return_neighbors": 2}).json()
+        assert "neighbors" not in body["results"][0]
+        assert any("neighbours are off" in w for w in body["warnings"])
+
+    def test_a_reload_rebuilds_the_index_for_the_new_model(self, live_server, lake):
+        server = live_server(create_app(Settings(lake=lake.uri, neighbors=True), backend=DummyBackend(),
+                                        loader=lambda ref: DummyBackend("new", version="2")))
+        with server.client() as http:
+            assert self.ready(http)["model_revision"] == "dummy:dummy:0"
+            http.post("/admin/reload")
+            assert self.ready(http)["model_revision"] == "dummy:new:2"
+
+    @pytest.mark.parametrize("k", [-1, 51])
+    def test_return_neighbors_out_of_range_gets_422(self, live_server, k):
+        server = live_server(create_app(Settings(), backend=DummyBackend()))
+        with server.client() as http:
+            response = http.post("/v1/rerank", json={"task": {"prompt": "t"}, "candidates": [{"content": "x"}],
+                                                     "return_neighbors": k})
+        assert response.status_code == 422

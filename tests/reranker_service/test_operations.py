@@ -1,0 +1,219 @@
+"""Operating the service over real HTTP: models, metrics, auth, reloads, disconnects and token limits.
+
+Under test: ``GET /v1/models``, ``GET /metrics`` (Prometheus text), bearer auth on every route but
+``/health`` and ``/ready`` (keys from settings and from a file), ``POST /admin/reload`` swapping the
+model while requests are in flight (none dropped, none failed), a failed reload leaving the old model
+serving, a client that disconnects while queued having its work cancelled, and the per-request token
+limit (413).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from reranker_service import DummyBackend, Settings, create_app
+from tests.reranker_service._helpers import WAIT_S, SlowBackend, rerank_body
+
+pytestmark = pytest.mark.slow  # starts a server
+
+
+def wait_for(predicate, what: str, timeout: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout}s"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def server(live_server):
+    return live_server(create_app(Settings(), backend=DummyBackend()))
+
+
+class TestModels:
+    def test_models_lists_the_served_model_with_its_capabilities(self, server):
+        with server.client() as http:
+            body = http.get("/v1/models").json()
+
+        assert body["object"] == "list"
+        (card,) = body["data"]
+        assert (card["id"], card["name"], card["version"], card["revision"]) == ("dummy/0", "dummy", "0",
+                                                                                  "dummy:dummy:0")
+        assert card["capabilities"] == {"calibrated": False}
+        assert card["neighbors"] is None
+
+
+class TestMetrics:
+    def test_metrics_count_requests_batches_tokens_and_the_cache(self, server):
+        with server.client() as http:
+            http.post("/v1/rerank", json=rerank_body(3))
+            http.post("/v1/rerank", json=rerank_body(3))  # all three from the cache
+            http.post("/v1/rerank", json={"task": {}})
+            response = http.get("/metrics")
+
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/plain")
+        text = response.text
+        for line in (
+            'harvest_requests_total{route="/v1/rerank",status="200"} 2.0',
+            'harvest_requests_total{route="/v1/rerank",status="422"} 1.0',
+            "harvest_batch_size_count 1.0",
+            "harvest_batch_size_sum 3.0",
+            'harvest_score_cache_total{result="hit"} 3.0',
+            'harvest_score_cache_total{result="miss"} 3.0',
+            "harvest_candidates_total 6.0",
+            "harvest_queue_depth 0.0",
+            'harvest_model_info{name="dummy",revision="dummy:dummy:0",version="0"} 1.0',
+        ):
+            assert line in text, line
+        for histogram in ("harvest_request_duration_seconds_bucket", "harvest_inference_duration_seconds_count",
+                          "harvest_queue_duration_seconds_count", "harvest_tokenize_duration_seconds_count",
+                          "harvest_batch_tokens_sum", "harvest_tokens_total"):
+            assert histogram in text, histogram
+
+    def test_unknown_paths_share_one_label(self, server):
+        with server.client() as http:
+            http.get("/no/such/path/1")
+            http.get("/no/such/path/2")
+            text = http.get("/metrics").text
+        assert 'harvest_requests_total{route="other",status="404"} 2.0' in text
+
+
+class TestAuth:
+    @pytest.fixture
+    def guarded(self, live_server, tmp_path):
+        keys = tmp_path / "keys.txt"
+        keys.write_text("# rotated monthly\nfrom-file\n")
+        return live_server(create_app(Settings(api_keys=("k1",), api_keys_file=str(keys)), backend=DummyBackend()))
+
+    @pytest.mark.parametrize(
+        ("method", "path", "body"),
+        [
+            ("POST", "/v1/rerank", rerank_body(1)),
+            ("POST", "/v2/rerank", {"query": "q", "documents": ["d"]}),
+            ("POST", "/rerank", {"query": "q", "texts": ["d"]}),
+            ("POST", "/v1/feedback", {"request_id": "r", "chosen_index": 0}),
+            ("POST", "/admin/reload", {}),
+            ("GET", "/v1/models", None),
+            ("GET", "/metrics", None),
+        ],
+    )
+    def test_every_route_but_health_needs_a_token(self, guarded, method, path, body):
+        with guarded.client() as http:
+            response = http.request(method, path, json=body)
+        assert response.status_code == 401
+        assert response.headers["www-authenticate"] == "Bearer"
+
+    @pytest.mark.parametrize("key", ["k1", "from-file"])
+    def test_keys_from_settings_and_from_the_keys_file_are_accepted(self, guarded, key):
+        with guarded.client(headers={"authorization": f"Bearer {key}"}) as http:
+            assert http.post("/v1/rerank", json=rerank_body(1)).status_code == 200
+            assert http.get("/metrics").status_code == 200
+
+    def test_health_and_ready_stay_open(self, guarded):
+        with guarded.client() as http:
+            assert http.get("/health").status_code == 200
+            assert http.get("/ready").status_code == 200
+
+    def test_an_unreadable_keys_file_fails_at_app_creation(self, tmp_path):
+        with pytest.raises(ValueError, match="api_keys_file .* cannot be read"):
+            create_app(Settings(api_keys_file=str(tmp_path / "missing")), backend=DummyBackend())
+
+
+class TestReload:
+    def test_reload_swaps_the_model_without_dropping_requests_in_flight(self, live_server, slow_backend):
+        loads: list[str] = []
+
+        def loader(reference: str) -> DummyBackend:
+            loads.append(reference)
+            return DummyBackend("new", version="2")
+
+        server = live_server(create_app(Settings(model="models:/value@champion"), backend=slow_backend,
+                                        loader=loader))
+        engine = server.app.state.engine
+        with server.client() as http, ThreadPoolExecutor(max_workers=3) as pool:
+            try:
+                in_flight = pool.submit(http.post, "/v1/rerank", json=rerank_body(2))
+                assert slow_backend.entered.wait(WAIT_S)
+                waiting = pool.submit(http.post, "/v1/rerank", json=rerank_body(3))
+                wait_for(lambda: engine.queue_depth == 1, "the second request queueing")
+
+                reloaded = http.post("/admin/reload")  # answers while the old model is still busy
+                after = pool.submit(http.post, "/v1/rerank", json=rerank_body(4))
+                wait_for(lambda: engine.queue_depth == 2, "the request after the reload queueing")
+            finally:
+                slow_backend.release.set()
+            answered = [in_flight.result(WAIT_S), waiting.result(WAIT_S)]
+            after = after.result(WAIT_S)
+            card = http.get("/v1/models").json()["data"][0]
+
+        assert reloaded.status_code == 200, reloaded.text
+        assert reloaded.json() == {"previous": "slow/0", "model": "new/2", "revision": "dummy:new:2", "changed": True}
+        assert loads == ["models:/value@champion"]
+        assert [r.status_code for r in answered] == [200, 200]
+        assert [r.json()["model"] for r in answered] == ["slow/0", "slow/0"]
+        assert after.status_code == 200 and after.json()["model"] == "new/2"
+        assert card["id"] == "new/2"
+        assert engine.stats.failed == 0
+
+    def test_reload_of_the_same_weights_changes_nothing(self, live_server):
+        server = live_server(create_app(Settings(), backend=DummyBackend(), loader=lambda ref: DummyBackend()))
+        with server.client() as http:
+            body = http.post("/admin/reload", json={"model": "models:/other@champion"}).json()
+        assert body["changed"] is False and body["model"] == "dummy/0"
+
+    def test_a_failed_reload_gets_409_and_the_old_model_keeps_serving(self, live_server, caplog):
+        def loader(reference: str) -> DummyBackend:
+            raise FileNotFoundError("/srv/secret/weights missing")
+
+        server = live_server(create_app(Settings(), backend=DummyBackend(), loader=loader))
+        with server.client() as http:
+            response = http.post("/admin/reload", json={"model": "/nowhere"})
+            after = http.post("/v1/rerank", json=rerank_body(2))
+
+        assert response.status_code == 409
+        assert response.json()["error"]["type"] == "reload_failed"
+        assert "/srv/secret" not in response.text and "dummy/0 keeps serving" in response.text
+        assert "/srv/secret/weights missing" in caplog.text
+        assert after.status_code == 200 and after.json()["model"] == "dummy/0"
+
+
+class TestDisconnect:
+    def test_a_client_that_disconnects_while_queued_has_its_work_cancelled(self, live_server, slow_backend):
+        server = live_server(create_app(Settings(), backend=slow_backend))
+        engine = server.app.state.engine
+        port = int(server.url.rsplit(":", 1)[1])
+        body = (b'{"task": {"prompt": "gone"}, "candidates": [{"content": "never scored"}]}')
+        with server.client() as http, ThreadPoolExecutor(max_workers=1) as pool:
+            try:
+                in_flight = pool.submit(http.post, "/v1/rerank", json=rerank_body(1))
+                assert slow_backend.entered.wait(WAIT_S)
+                with socket.create_connection(("127.0.0.1", port)) as raw:
+                    raw.sendall(b"POST /v1/rerank HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                    wait_for(lambda: engine.queue_depth == 1, "the request queueing")
+                # the socket is closed: the server notices, answers nobody, and cancels the queued job
+                wait_for(lambda: 'status="499"' in http.get("/metrics").text, "the disconnect being noticed")
+            finally:
+                slow_backend.release.set()
+            assert in_flight.result(WAIT_S).status_code == 200
+            after = http.post("/v1/rerank", json=rerank_body(1, prompt="after"))
+
+        assert after.status_code == 200
+        assert engine.stats.cancelled == 1
+        assert slow_backend.items_scored == 2  # the first and the last request; "never scored" was skipped
+
+
+class TestTokenLimit:
+    def test_a_request_over_max_request_tokens_gets_413_naming_the_limit(self, live_server):
+        server = live_server(create_app(Settings(max_request_tokens=40), backend=DummyBackend()))
+        with server.client() as http:
+            response = http.post("/v1/rerank", json=rerank_body(2, prompt="long prompt " * 20))
+            fine = http.post("/v1/rerank", json=rerank_body(1, prompt="short"))
+
+        assert response.status_code == 413
+        assert "the limit is 40 per request" in response.json()["error"]["message"]
+        assert fine.status_code == 200
