@@ -48,7 +48,9 @@ __all__ = [
 ]
 
 # The tables a slice reads (and so pins).
-SLICE_TABLES = ("runs", "tasks", "trajectories", "candidates", "outcomes")
+# The tables a slice pins: those its rows come from, and ``steps``, which exports and action-level or
+# context-reading training read for the same trajectories (so vacuum keeps that version too).
+SLICE_TABLES = ("runs", "tasks", "trajectories", "steps", "candidates", "outcomes")
 Split = Literal["train", "val", "test"]
 
 
@@ -246,7 +248,7 @@ def _rows(lake: Lake, spec: SliceSpec, versions: Mapping[str, int]) -> pl.LazyFr
     when the harness did not say, its task's. With a benchmark filter only the wanted partitions (and
     the unknown one) of candidates, outcomes and trajectories are read.
     """
-    scan = {t: lake.scan(t, version=versions[t]) for t in SLICE_TABLES}
+    scan = {t: lake.scan(t, version=versions[t]) for t in SLICE_TABLES if t != "steps"}
     pruned = _benchmark_filter(spec)
     candidates = scan["candidates"].filter(pruned & (pl.col("kind") == spec.kind))
     if spec.ingested_after is not None:
@@ -465,7 +467,7 @@ def export_slice(lake: Lake, manifest: SliceManifest, directory: str | Path, *,
     steps_by_trajectory: dict[str, list[dict[str, Any]]] = {}
     if include_steps and not frame.is_empty():
         steps = (
-            lake.scan("steps", version=lake.version("steps"))
+            lake.scan("steps", version=manifest.versions.get("steps", lake.version("steps")))
             .filter(pl.col("trajectory_id").is_in(frame["trajectory_id"].unique().implode()))
             .select("trajectory_id", "step_index", "role", "content", "reasoning", "tool_calls", "tool_call_id")
             .sort("trajectory_id", "step_index").collect()

@@ -116,9 +116,8 @@ def train_from_lake(
     if config.kind == "action" and spec.kind == "action":
         raise ValueError("kind = 'action' trains on the steps of a trajectory-level slice: give a slice of "
                          "kind 'patch' or 'answer' (its outcome labels the steps)")
-    manifest, steps_version = broadcast(runtime, (
-        resolve_slice(lake, spec, save=True), lake.version("steps") if lake.exists("steps") else None,
-    ) if runtime.is_main else None)
+    manifest = broadcast(runtime, resolve_slice(lake, spec, save=True) if runtime.is_main else None)
+    steps_version = manifest.versions.get("steps")  # the slice pins it (vacuum keeps it)
     rows = examples_of(scan_slice(lake, manifest).collect())
     if rows.is_empty():
         raise ValueError(

@@ -122,6 +122,30 @@ class TestReproducibility:
         # a fresh resolution of the same spec sees the new data: a different manifest
         assert resolve_slice(lake, spec).counts["rows"] > manifest.counts["rows"]
 
+    def test_the_manifest_pins_steps_and_an_export_reads_them_after_growth_and_vacuum(self, shared_data, tmp_path):
+        source = sorted((shared_data / "formats" / "codex-rollout").glob("rollout-*.jsonl"))[0]
+        rollout = tmp_path / source.name
+        rollout.write_bytes(source.read_bytes())
+        lake = Lake(tmp_path / "lake")
+        ingest([rollout], lake)
+        spec = SliceSpec(name="answers", kind="answer", labelled_only=False, val_fraction=0.5)
+        manifest = resolve_slice(lake, spec, save=True)
+        assert manifest.versions["steps"] == lake.version("steps")
+        before = export_slice(lake, manifest, tmp_path / "before", fmt="jsonl")
+
+        # The session grows (a follow-up turn): the same trajectory gets new steps and a new answer.
+        rollout.write_bytes(source.read_bytes() + (
+            b'{"timestamp":"2026-02-23T23:00:00.000Z","type":"response_item","payload":{"type":"message",'
+            b'"role":"user","content":[{"type":"input_text","text":"and now the docs?"}]}}\n'
+        ))
+        assert ingest([rollout], lake).counts["steps"].written == 1
+        lake.maintenance.optimize("steps")
+        lake.maintenance.vacuum("steps", retention_hours=0, dry_run=False)
+
+        after = export_slice(lake, manifest, tmp_path / "after", fmt="jsonl")
+        assert {s: p.read_text() for s, p in after.items()} == {s: p.read_text() for s, p in before.items()}
+        assert "and now the docs?" not in "".join(p.read_text() for p in after.values())
+
     def test_vacuum_drops_versions_no_manifest_pins(self, shared_data, tmp_path):
         lake = Lake(tmp_path / "lake")
         ingest([shared_data / "swebench-lite" / "candidates" / "20240402_sweagent_gpt4.jsonl"], lake)
