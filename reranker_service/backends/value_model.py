@@ -120,7 +120,8 @@ class ValueModelBackend(Backend):
             capabilities={"calibrated": True, "max_length": scorer.max_length, "pooling": scorer.model.pooling,
                           "kind": scorer.info.get("kind", "patch"), "decoder": is_decoder(scorer.model.backbone.config),
                           "embedding_dim": int(scorer.model.backbone.config.hidden_size)},
-            revision=artefact_revision(directory),
+            # a registry version is its own deployment even when its weights equal another's
+            revision=artefact_revision(directory) + (f"@{name}/{version}" if version else ""),
         )
         backend = cls(scorer, info, share_prefix=share_prefix)
         backend.info = replace(info, capabilities={**info.capabilities, "shared_prefix": backend.share_prefix})

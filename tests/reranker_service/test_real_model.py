@@ -4,12 +4,17 @@ A module fixture ingests the real ``swebench-lite`` set into a temporary lake, t
 on it (48 examples at 64 tokens, one epoch), logs it to a temporary SQLite MLflow store and registers
 it as ``test-value`` with alias ``champion``. The tests then load it as a ``ValueModelBackend``, serve it
 through ``create_app`` under a real uvicorn server (the model loads in lifespan), and call it over HTTP
-and through ``RerankClient`` / ``AsyncRerankClient``.
+and through ``RerankClient`` / ``AsyncRerankClient``: the native and the Cohere endpoints, neighbours
+from a faiss index of the real Lite lake, feedback into a copy of that lake (and into the next slice),
+and reloads when the registry alias moves (by ``POST /admin/reload`` and by alias polling).
 """
 
 from __future__ import annotations
 
+import json
+import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -241,3 +246,141 @@ class TestClients:
             with pytest.raises(RerankError) as raised:
                 await client.rerank(lite_task.prompt, lite_task.contents, top_n=0)
         assert raised.value.status == 422
+
+
+COHERE_SDK_HEADERS = {"content-type": "application/json", "x-fern-language": "Python", "x-fern-sdk-name": "cohere",
+                      "x-fern-sdk-version": "5.15.0", "authorization": "Bearer unused"}
+
+
+class TestCohereWithTheTrainedModel:
+    def test_the_cohere_sdk_payload_ranks_a_real_task_like_the_native_endpoint(self, server, lite_task):
+        sdk_body = json.dumps({"model": "rerank-v3.5", "query": lite_task.prompt, "documents": lite_task.contents,
+                               "top_n": 3}).encode()
+        with server.client() as http:
+            cohere = http.post("/v2/rerank", content=sdk_body, headers=COHERE_SDK_HEADERS)
+            native = http.post("/v1/rerank", json=lite_task.body()).json()["results"]
+
+        assert cohere.status_code == 200, cohere.text
+        results = cohere.json()["results"]
+        assert [r["index"] for r in results] == [r["index"] for r in native[:3]]
+        assert [r["relevance_score"] for r in results] == pytest.approx([r["score"] for r in native[:3]])
+        assert cohere.json()["model"] == "test-value/1"
+
+
+@pytest.fixture(scope="module")
+def lake_copy(trained: Trained, tmp_path_factory: pytest.TempPathFactory) -> Lake:
+    """A copy of the trained-on Lite lake that feedback may write to."""
+    target = tmp_path_factory.mktemp("lite-lake-copy") / "lake"
+    shutil.copytree(trained.lake.uri, target)
+    return Lake(target)
+
+
+@pytest.fixture(scope="module")
+def full_server(trained: Trained, lake_copy: Lake, tmp_path_factory) -> Iterator[LiveServer]:
+    """The registered model with feedback to a copy of its lake and a neighbour index built from it."""
+    settings = Settings(model=MODEL, tracking_uri=trained.tracking_uri, lake=lake_copy.uri, neighbors=True,
+                        index_dir=str(tmp_path_factory.mktemp("indexes")))
+    with serve(create_app(settings)) as live:
+        with live.client() as http:
+            deadline = time.monotonic() + 300
+            while (status := http.get("/v1/models").json()["data"][0]["neighbors"])["status"] != "ready":
+                assert status["status"] == "building", status
+                assert time.monotonic() < deadline, "the neighbour index was not built within 300 s"
+                time.sleep(0.2)
+        yield live
+
+
+class TestNeighborsOnTheLiteLake:
+    def test_the_index_covers_the_lakes_non_empty_patches_at_its_versions(self, full_server, lake_copy):
+        with full_server.client() as http:
+            status = http.get("/v1/models").json()["data"][0]["neighbors"]
+
+        patches = lake_copy.read("candidates").filter(
+            (pl.col("kind") == "patch") & (pl.col("content").str.strip_chars() != ""))
+        assert status["status"] == "ready"
+        assert status["size"] == patches.height
+        assert status["versions"]["candidates"] <= lake_copy.version("candidates")
+
+    def test_a_served_lake_candidate_finds_itself_and_its_real_outcome(self, full_server, lake_copy, lite_task):
+        with full_server.client() as http:
+            body = http.post("/v1/rerank", json=lite_task.body(return_neighbors=3)).json()
+
+        resolved = dict(
+            lake_copy.read("outcomes").filter(pl.col("name") == "resolved").select("candidate_id", "value").iter_rows())
+        for result in body["results"]:
+            nearest = result["neighbors"]
+            assert len(nearest) == 3
+            assert [n["similarity"] for n in nearest] == sorted((n["similarity"] for n in nearest), reverse=True)
+            top = nearest[0]
+            assert top["similarity"] == pytest.approx(1.0, abs=1e-4)
+            # the same patch text may appear under several systems: the top hit is one of them
+            same = lake_copy.read("candidates").filter(
+                pl.col("content") == lite_task.contents[result["index"]]).get_column("candidate_id").to_list()
+            assert top["candidate_id"] in same and top["task_id"] == lite_task.task_id
+            assert top["outcomes"]["resolved"] == resolved[top["candidate_id"]]
+
+
+class TestFeedbackWithTheTrainedModel:
+    def test_feedback_on_a_real_task_adds_a_label_the_next_slice_reads(self, full_server, lake_copy, lite_task):
+        from value_model import load_examples
+
+        def label_count(frame: pl.DataFrame, content: str) -> int:
+            rows = frame.filter((pl.col("task_id") == lite_task.task_id) & (pl.col("content") == content))
+            return int(rows.get_column("label_count").sum())
+
+        with full_server.client() as http:
+            ranked = http.post("/v1/rerank", json=lite_task.body()).json()
+            best = ranked["results"][0]["index"]
+            before = label_count(_frame(load_examples(lake_copy)), lite_task.contents[best])
+            response = http.post("/v1/feedback", json={"request_id": ranked["id"], "chosen_index": best,
+                                                       "outcome": {"value": 1.0, "source": "tests"}})
+
+        assert response.status_code == 200, response.text
+        assert response.json()["rows"]["tasks"] == 0  # the lake knows the task: no served copy of it
+        event = lake_copy.read("rerank_events").filter(pl.col("request_id") == ranked["id"]).row(0, named=True)
+        assert event["task_id"] == lite_task.task_id and event["chosen"] == best
+        assert event["model_uri"] == MODEL
+        after = label_count(_frame(load_examples(lake_copy)), lite_task.contents[best])
+        assert after == before + 1
+
+
+def _frame(examples):  # noqa: ANN001, ANN202
+    return examples.frame if hasattr(examples, "frame") else examples
+
+
+class TestReloadFromTheRegistry:
+    """Last in the module: these move the ``champion`` alias (and put it back)."""
+
+    @pytest.fixture
+    def second_version(self, trained: Trained) -> Iterator[str]:
+        from value_model.tracking import log_and_register
+
+        registered = log_and_register(model_dir=trained.report.model_dir, params={}, metrics={}, lineage={},
+                                      register="test-value", alias=None, uri=trained.tracking_uri)
+        yield registered.version
+        mlflow.MlflowClient(tracking_uri=trained.tracking_uri).set_registered_model_alias("test-value", "champion", "1")
+
+    def test_admin_reload_serves_the_version_the_alias_now_names(self, trained, second_version, lite_task):
+        client = mlflow.MlflowClient(tracking_uri=trained.tracking_uri)
+        with serve(create_app(Settings(model=MODEL, tracking_uri=trained.tracking_uri))) as live, live.client() as http:
+            before = http.post("/v1/rerank", json=lite_task.body()).json()
+            client.set_registered_model_alias("test-value", "champion", second_version)
+            reloaded = http.post("/admin/reload").json()
+            after = http.post("/v1/rerank", json=lite_task.body()).json()
+
+        assert reloaded == {"previous": "test-value/1", "model": f"test-value/{second_version}",
+                            "revision": reloaded["revision"], "changed": True}
+        assert (before["model"], after["model"]) == ("test-value/1", f"test-value/{second_version}")
+        assert after["usage"]["cached"] == 0  # a new revision: nothing answered from the old model's cache
+        assert [r["value"] for r in after["results"]] == pytest.approx([r["value"] for r in before["results"]])
+
+    def test_alias_polling_picks_up_a_moved_alias_by_itself(self, trained, second_version):
+        client = mlflow.MlflowClient(tracking_uri=trained.tracking_uri)
+        settings = Settings(model=MODEL, tracking_uri=trained.tracking_uri, reload_poll_s=0.2)
+        with serve(create_app(settings)) as live, live.client() as http:
+            assert http.get("/ready").json()["version"] == "1"
+            client.set_registered_model_alias("test-value", "champion", second_version)
+            deadline = time.monotonic() + 60
+            while http.get("/ready").json()["version"] != second_version:
+                assert time.monotonic() < deadline, "the moved alias was never picked up"
+                time.sleep(0.1)
