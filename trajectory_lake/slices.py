@@ -302,12 +302,16 @@ def _rows(lake: Lake, spec: SliceSpec, versions: Mapping[str, int]) -> pl.LazyFr
         rows = rows.with_columns(n_duplicates=pl.lit(1, dtype=pl.UInt32))
     val, test = spec.val_fraction, spec.test_fraction
     seed = spec.split_seed
-    bucket = pl.col("task_id").map_elements(lambda t: task_bucket(t, seed), return_dtype=pl.Float64)
-    return rows.with_columns(
+    rows = rows.collect()
+    task_ids = rows["task_id"].unique()  # hash each task once, not each candidate
+    buckets = pl.DataFrame({"task_id": task_ids, "_bucket": [task_bucket(t, seed) for t in task_ids]},
+                           schema={"task_id": pl.String, "_bucket": pl.Float64})
+    bucket = pl.col("_bucket")
+    return rows.lazy().join(buckets.lazy(), on="task_id", how="left").with_columns(
         split=pl.when(bucket < test).then(pl.lit("test"))
         .when(bucket < test + val).then(pl.lit("val"))
         .otherwise(pl.lit("train"))
-    ).sort("task_id", "candidate_id")
+    ).drop("_bucket").sort("task_id", "candidate_id")
 
 
 def _balanced(frame: pl.DataFrame, spec: SliceSpec) -> pl.DataFrame:
@@ -333,10 +337,16 @@ def _materialise(lake: Lake, spec: SliceSpec, versions: Mapping[str, int]) -> pl
 
 
 def _content_hash(frame: pl.DataFrame) -> str:
-    digest = hashlib.sha256()
-    for candidate_id, label, split in frame.select("candidate_id", "label", "split").iter_rows():
-        digest.update(f"{candidate_id}\t{label!r}\t{split}\n".encode())
-    return f"sha256:{digest.hexdigest()}"
+    """SHA-256 over ``f"{candidate_id}\\t{label!r}\\t{split}\\n"`` per row, built column-wise (labels take
+    few distinct values, so Python's ``repr`` runs once per value)."""
+    if frame.is_empty():
+        return f"sha256:{hashlib.sha256().hexdigest()}"
+    values = [v for v in frame["label"].unique().to_list() if v is not None]
+    label = pl.col("label").replace_strict(values, [repr(v) for v in values], default=None, return_dtype=pl.String)
+    lines = frame.select(pl.concat_str([pl.col("candidate_id"), label.fill_null("None"), pl.col("split")],
+                                       separator="\t"))
+    text = "\n".join(lines.to_series().to_list()) + "\n"
+    return f"sha256:{hashlib.sha256(text.encode()).hexdigest()}"
 
 
 def _counts(frame: pl.DataFrame) -> dict[str, Any]:
