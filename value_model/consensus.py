@@ -1,0 +1,400 @@
+"""Set-level (joint) features of one task's candidates, and the combiner that mixes them with a value.
+
+A rerank request carries a task's whole candidate set, so a candidate can be judged by how much the
+*other* candidates agree with it (self-consistency), not only on its own. On the SWE-bench Lite
+candidates this agreement is the strongest content-only signal there is (see the README's results),
+stronger than a small cross-encoder fine-tuned on a thousand examples. Everything here reads the
+candidates' text only, never which system or model wrote them.
+
+Per candidate, within its task (:data:`FEATURES`):
+
+* ``soft_consensus`` — mean line-level Jaccard similarity between its set of changed lines (the
+  ``+``/``-`` lines of :func:`~value_model.metrics.normalise_patch`) and each other candidate's;
+* ``exact_share`` — the fraction of the other candidates whose normalised patch is identical;
+* ``file_agreement`` — mean Jaccard similarity of the sets of files touched;
+* ``added_consensus`` — mean Jaccard similarity of the added (``+``) lines alone: the fix itself;
+* ``max_similarity`` — the largest line-level Jaccard similarity to any other candidate;
+* ``token_consensus`` — mean Jaccard similarity of the sets of tokens (identifiers, numbers,
+  punctuation) on the changed lines: agreement that survives reformatting and renamed temporaries;
+* ``location_overlap`` — mean Jaccard similarity of the sets of (file, pre-image line number)
+  that the hunks span: agreement on *where* to change the code;
+* ``relative_size`` — log(1 + changed lines) minus the task's median of it (bigger than peers > 0);
+* ``touches_tests`` — 1 when the patch edits or adds a file under a test directory or named
+  ``test_*``/``*_test.py``: a fix that also rewrites tests (or adds a reproduction script) is rarer
+  among correct candidates.
+
+A task with one candidate gets zeros for the agreement features. All are pure functions of strings.
+
+The :class:`Combiner` is a logistic model over a chosen subset of these features plus, optionally,
+the neural value model's raw ``value``: ``logit = bias + Σ w_f · (x_f - mean_f) / std_f``. It is fitted
+on held-out tasks (:meth:`Combiner.fit`), serialised into the artefact's ``harvest.json`` under
+``"combiner"`` (:meth:`Combiner.to_dict`), and applied by :meth:`value_model.inference.Scorer.score`;
+its logit is the candidate's final value and ``sigmoid(logit)`` its probability.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from value_model.metrics import normalise_patch
+
+__all__ = [
+    "FEATURES",
+    "VALUE",
+    "Combiner",
+    "changed_files",
+    "changed_lines",
+    "changed_tokens",
+    "consensus_features",
+    "consensus_features_by_task",
+    "cross_fitted_logits",
+    "hunk_locations",
+]
+
+FEATURES = (
+    "soft_consensus",
+    "exact_share",
+    "file_agreement",
+    "added_consensus",
+    "max_similarity",
+    "token_consensus",
+    "location_overlap",
+    "relative_size",
+    "touches_tests",
+)
+# The name of the neural value model's raw score among a combiner's inputs.
+VALUE = "value"
+
+_FILE = re.compile(r"^(?:\+\+\+|---) (?:[ab]/)?(\S+)")
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
+_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+|\S")
+_TEST_PATH = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*\.py$|_tests?\.py$|(^|/)conftest\.py$")
+
+
+def changed_lines(patch: str) -> frozenset[str]:
+    """The set of changed lines of a unified diff, each ``+``/``-`` prefixed and whitespace-collapsed.
+
+    Examples:
+        >>> sorted(changed_lines("--- a/x\\n+++ b/x\\n@@ -1 +1 @@\\n-a  = 1\\n+a = 2\\n same\\n"))
+        ['+a = 2', '-a = 1']
+    """
+    text = normalise_patch(patch)
+    return frozenset(text.splitlines()) if text else frozenset()
+
+
+def changed_files(patch: str) -> frozenset[str]:
+    """The files a unified diff touches (from its ``---``/``+++`` headers; ``/dev/null`` left out).
+
+    Examples:
+        >>> sorted(changed_files("--- a/pkg/x.py\\n+++ b/pkg/x.py\\n@@ -1 +1 @@\\n-a\\n+b\\n"))
+        ['pkg/x.py']
+    """
+    files = set()
+    for line in patch.splitlines():
+        match = _FILE.match(line)
+        if match and match.group(1) != "/dev/null":
+            files.add(match.group(1))
+    return frozenset(files)
+
+
+def changed_tokens(patch: str) -> frozenset[str]:
+    """The set of tokens on a diff's changed lines, each prefixed by its line's ``+``/``-``.
+
+    Examples:
+        >>> sorted(changed_tokens("--- a/x\\n+++ b/x\\n@@ -1 +1 @@\\n-a = 1\\n+a = 2\\n"))
+        ['+2', '+=', '+a', '-1', '-=', '-a']
+    """
+    return frozenset(line[0] + token for line in changed_lines(patch) for token in _TOKEN.findall(line[1:]))
+
+
+def hunk_locations(patch: str) -> frozenset[tuple[str, int]]:
+    """The (file, line number) pairs of the pre-image that a diff's hunks span.
+
+    Examples:
+        >>> sorted(hunk_locations("--- a/x.py\\n+++ b/x.py\\n@@ -3,2 +3,2 @@\\n-a\\n+b\\n c\\n"))
+        [('x.py', 3), ('x.py', 4)]
+    """
+    out: set[tuple[str, int]] = set()
+    current: str | None = None
+    for line in patch.splitlines():
+        if line.startswith("--- "):
+            match = _FILE.match(line)
+            current = match.group(1) if match else None
+            continue
+        hunk = _HUNK.match(line)
+        if hunk and current is not None and current != "/dev/null":
+            start, length = int(hunk.group(1)), int(hunk.group(2) or 1)
+            out.update((current, n) for n in range(start, start + length))
+    return frozenset(out)
+
+
+def _jaccard(a: frozenset[Any], b: frozenset[Any]) -> float:
+    union = len(a | b)
+    return len(a & b) / union if union else 0.0
+
+
+def consensus_features(candidates: Sequence[str]) -> np.ndarray:
+    """The :data:`FEATURES` of one task's candidates, as an ``[n, len(FEATURES)]`` array.
+
+    Examples:
+        >>> a = "--- a/f.py\\n+++ b/f.py\\n@@ -1 +1 @@\\n-x = 1\\n+x = 2\\n"
+        >>> b = "--- a/f.py\\n+++ b/f.py\\n@@ -1 +1 @@\\n-x = 1\\n+x = 3\\n"
+        >>> f = consensus_features([a, a, b])
+        >>> dict(zip(FEATURES, f[0].round(3).tolist())) == {"soft_consensus": 0.667, "exact_share": 0.5,
+        ...     "file_agreement": 1.0, "added_consensus": 0.5, "max_similarity": 1.0,
+        ...     "token_consensus": 0.857, "location_overlap": 1.0, "relative_size": 0.0, "touches_tests": 0.0}
+        True
+    """
+    n = len(candidates)
+    out = np.zeros((n, len(FEATURES)), dtype=np.float64)
+    if n == 0:
+        return out
+    lines = [changed_lines(c) for c in candidates]
+    added = [frozenset(x for x in s if x.startswith("+")) for s in lines]
+    files = [changed_files(c) for c in candidates]
+    tokens = [changed_tokens(c) for c in candidates]
+    locations = [hunk_locations(c) for c in candidates]
+    keys = [normalise_patch(c) for c in candidates]
+    counts = Counter(keys)
+    sizes = np.log1p([len(s) for s in lines])
+    median = float(np.median(sizes))
+    for i in range(n):
+        others = [j for j in range(n) if j != i]
+        if others:
+            sims = [_jaccard(lines[i], lines[j]) for j in others]
+            out[i, 0] = float(np.mean(sims))
+            out[i, 1] = (counts[keys[i]] - 1) / len(others)
+            out[i, 2] = float(np.mean([_jaccard(files[i], files[j]) for j in others]))
+            out[i, 3] = float(np.mean([_jaccard(added[i], added[j]) for j in others]))
+            out[i, 4] = max(sims)
+            out[i, 5] = float(np.mean([_jaccard(tokens[i], tokens[j]) for j in others]))
+            out[i, 6] = float(np.mean([_jaccard(locations[i], locations[j]) for j in others]))
+        out[i, 7] = sizes[i] - median
+        out[i, 8] = float(any(_TEST_PATH.search(f) for f in files[i]))
+    return out
+
+
+def consensus_features_by_task(task_ids: Sequence[str], contents: Sequence[str]) -> np.ndarray:
+    """:func:`consensus_features` of every row, each computed among the rows of its own task.
+
+    Returns:
+        ``[len(task_ids), len(FEATURES)]``, rows in the input order.
+    """
+    if len(task_ids) != len(contents):
+        raise ValueError(f"got {len(task_ids)} task ids but {len(contents)} contents")
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, task in enumerate(task_ids):
+        groups[task].append(i)
+    out = np.zeros((len(contents), len(FEATURES)), dtype=np.float64)
+    for idx in groups.values():
+        out[idx] = consensus_features([contents[i] for i in idx])
+    return out
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+@dataclass(frozen=True)
+class Combiner:
+    """A logistic model over named inputs: consensus :data:`FEATURES` and, optionally, :data:`VALUE`.
+
+    Attributes:
+        inputs: the input names, in order (each one of :data:`FEATURES` or :data:`VALUE`).
+        weights: one weight per input, applied to the standardised input.
+        bias: the intercept.
+        mean: per input, the mean subtracted before weighting.
+        std: per input, the scale divided by (1 where an input was constant).
+    """
+
+    inputs: tuple[str, ...]
+    weights: tuple[float, ...]
+    bias: float = 0.0
+    mean: tuple[float, ...] = field(default=())
+    std: tuple[float, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        problems = []
+        unknown = [name for name in self.inputs if name not in (*FEATURES, VALUE)]
+        if unknown:
+            problems.append(f"unknown inputs {unknown}; known: {[*FEATURES, VALUE]}")
+        n = len(self.inputs)
+        if not self.mean:
+            object.__setattr__(self, "mean", (0.0,) * n)
+        if not self.std:
+            object.__setattr__(self, "std", (1.0,) * n)
+        if not (len(self.weights) == len(self.mean) == len(self.std) == n):
+            problems.append(f"inputs, weights, mean and std need one entry each per input ({n})")
+        if problems:
+            raise ValueError("invalid Combiner: " + "; ".join(problems))
+
+    @property
+    def uses_value(self) -> bool:
+        """Whether the neural value is one of the inputs (if not, the backbone's score is not needed)."""
+        return VALUE in self.inputs
+
+    def design(self, features: np.ndarray, values: np.ndarray | None = None) -> np.ndarray:
+        """The ``[n, len(inputs)]`` input matrix from consensus ``features`` (all :data:`FEATURES`) and
+        raw ``values``.
+
+        Raises:
+            ValueError: the combiner uses the value but ``values`` is ``None``.
+        """
+        columns = []
+        for name in self.inputs:
+            if name == VALUE:
+                if values is None:
+                    raise ValueError("this combiner mixes in the value model's score: pass values")
+                columns.append(np.asarray(values, dtype=np.float64))
+            else:
+                columns.append(features[:, FEATURES.index(name)])
+        return np.stack(columns, axis=1) if columns else np.zeros((len(features), 0))
+
+    def logits(self, features: np.ndarray, values: np.ndarray | None = None) -> np.ndarray:
+        """The combined value (a logit) of each candidate."""
+        x = (self.design(features, values) - np.asarray(self.mean)) / np.asarray(self.std)
+        return self.bias + x @ np.asarray(self.weights, dtype=np.float64)
+
+    def apply(
+        self, candidates: Sequence[str], values: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(combined values, probabilities) of one task's candidates, given the model's raw ``values``.
+
+        Examples:
+            >>> c = Combiner(inputs=("soft_consensus",), weights=(1.0,))
+            >>> a = "--- a/f\\n+++ b/f\\n@@ -1 +1 @@\\n-x\\n+y\\n"
+            >>> combined, p = c.apply([a, a, "--- a/g\\n+++ b/g\\n@@ -1 +1 @@\\n-u\\n+v\\n"])
+            >>> combined.tolist(), bool(p[0] > p[2])
+            ([0.5, 0.5, 0.0], True)
+        """
+        logits = self.logits(consensus_features(candidates), values)
+        return logits, _sigmoid(logits)
+
+    @classmethod
+    def fit(
+        cls,
+        inputs: Sequence[str],
+        features: np.ndarray,
+        labels: Sequence[float],
+        *,
+        values: np.ndarray | None = None,
+        l2: float = 1.0,
+        steps: int = 200,
+    ) -> Combiner:
+        """Fit weights and bias by L2-regularised logistic regression (LBFGS) on labelled candidates.
+
+        Inputs are standardised first; the penalty ``l2 / 2 · Σ w²`` (the bias is not penalised) is
+        added to the mean log loss times the number of examples, as scikit-learn's ``C = 1 / l2``.
+
+        Args:
+            inputs: input names (:data:`FEATURES` and/or :data:`VALUE`).
+            features: ``[n, len(FEATURES)]`` consensus features of the examples.
+            labels: binary labels (> 0.5 positive).
+            values: the value model's raw scores, when ``VALUE`` is an input.
+            l2: regularisation strength.
+            steps: LBFGS iterations.
+
+        Returns:
+            The fitted combiner; with a single class it keeps zero weights and the base-rate bias.
+        """
+        unfitted = cls(inputs=tuple(inputs), weights=(0.0,) * len(inputs))
+        x = unfitted.design(features, values)
+        y = (np.asarray(labels, dtype=np.float64) > 0.5).astype(np.float64)
+        mean = x.mean(axis=0) if len(x) else np.zeros(len(inputs))
+        std = x.std(axis=0) if len(x) else np.ones(len(inputs))
+        std = np.where(std > 1e-12, std, 1.0)
+        rate = float(np.clip(y.mean(), 1e-3, 1 - 1e-3)) if len(y) else 0.5
+        if len(y) < 2 or y.min() == y.max():
+            return cls(inputs=tuple(inputs), weights=(0.0,) * len(inputs), bias=math.log(rate / (1 - rate)),
+                       mean=tuple(mean.tolist()), std=tuple(std.tolist()))
+        xt = torch.tensor((x - mean) / std)
+        yt = torch.tensor(y)
+        params = torch.zeros(len(inputs) + 1, dtype=torch.float64, requires_grad=True)
+        with torch.no_grad():
+            params[-1] = math.log(rate / (1 - rate))
+        optimizer = torch.optim.LBFGS([params], max_iter=steps, line_search_fn="strong_wolfe")
+
+        def closure() -> torch.Tensor:
+            optimizer.zero_grad()
+            logits = xt @ params[:-1] + params[-1]
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, yt, reduction="sum")
+            loss = loss + 0.5 * l2 * (params[:-1] ** 2).sum()
+            loss.backward()
+            return loss
+
+        optimizer.step(closure)
+        fitted = params.detach().numpy()
+        if not np.all(np.isfinite(fitted)):
+            return unfitted
+        return cls(inputs=tuple(inputs), weights=tuple(float(w) for w in fitted[:-1]), bias=float(fitted[-1]),
+                   mean=tuple(mean.tolist()), std=tuple(std.tolist()))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values for ``harvest.json``."""
+        return {"inputs": list(self.inputs), "weights": list(self.weights), "bias": self.bias,
+                "mean": list(self.mean), "std": list(self.std)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Combiner:
+        """The inverse of :meth:`to_dict`.
+
+        Raises:
+            ValueError: unknown inputs or mismatched lengths.
+        """
+        return cls(inputs=tuple(data["inputs"]), weights=tuple(float(w) for w in data["weights"]),
+                   bias=float(data.get("bias", 0.0)), mean=tuple(float(m) for m in data.get("mean", ())),
+                   std=tuple(float(s) for s in data.get("std", ())))
+
+
+def cross_fitted_logits(
+    inputs: Sequence[str],
+    features: np.ndarray,
+    labels: Sequence[float],
+    task_ids: Sequence[str],
+    *,
+    values: np.ndarray | None = None,
+    folds: int = 5,
+    l2: float = 1.0,
+    seed: int = 0,
+) -> np.ndarray:
+    """Out-of-fold combiner logits: tasks are dealt into ``folds`` groups, and each group is scored by a
+    :class:`Combiner` fitted on the other groups, so no candidate is scored by a fit that saw its task.
+
+    This is how a combiner fitted on the validation tasks is itself evaluated honestly on them.
+
+    Args:
+        inputs: the combiner's inputs.
+        features: ``[n, len(FEATURES)]`` consensus features.
+        labels: binary labels.
+        task_ids: each row's task.
+        values: the network's raw values, when ``VALUE`` is an input.
+        folds: number of task groups (clipped to the number of tasks).
+        l2: regularisation strength of each fit.
+        seed: seed of the task shuffle.
+
+    Returns:
+        One logit per row, in the input order.
+    """
+    tasks = np.asarray(task_ids)
+    y = np.asarray(labels, dtype=np.float64)
+    unique = np.random.default_rng(seed).permutation(np.unique(tasks))
+    folds = max(1, min(folds, len(unique)))
+    fold_of = {task: k % folds for k, task in enumerate(unique)}
+    which = np.array([fold_of[t] for t in tasks])
+    out = np.zeros(len(tasks), dtype=np.float64)
+    for k in range(folds):
+        held, rest = which == k, which != k
+        if not rest.any():  # one fold: nothing to fit on but the rows themselves
+            rest = held
+        rest_values = None if values is None else values[rest]
+        combiner = Combiner.fit(inputs, features[rest], y[rest], values=rest_values, l2=l2)
+        out[held] = combiner.logits(features[held], None if values is None else values[held])
+    return out
