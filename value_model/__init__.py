@@ -1,11 +1,13 @@
 """value_model: train, evaluate and load value models that score agent candidates.
 
-Public surface: :class:`TrainConfig`, :class:`ValueModel`, :class:`Scorer`, the data helpers
+Public surface: :class:`TrainConfig`, :class:`ValueModel`, :class:`Scorer` (with the joint scorer,
+:class:`Combiner`, over :func:`consensus_features` of a task's candidate set), the data helpers
 (:func:`load_examples`, :func:`split_by_task`), :func:`fit`, the metrics, the evaluation suite
 (:func:`evaluate_scores`, :class:`EvaluationReport`), and the MLflow helpers.
 """
 
 from value_model.config import Objectives, TrainConfig, load_config
+from value_model.consensus import Combiner, consensus_features
 from value_model.data import Examples, load_action_examples, load_examples, load_steps, split_by_task
 from value_model.evaluation import EvaluationOptions, EvaluationReport, evaluate_candidates, evaluate_scores
 from value_model.inference import Calibration, ScoredBatch, Scorer, predict_values
@@ -18,6 +20,7 @@ from value_model.trainer import TrainResult, fit
 
 __all__ = [
     "Calibration",
+    "Combiner",
     "EvaluationOptions",
     "EvaluationReport",
     "Examples",
@@ -30,6 +33,7 @@ __all__ = [
     "TrainResult",
     "ValueModel",
     "auroc",
+    "consensus_features",
     "encode_pairs",
     "evaluate_candidates",
     "evaluate_scores",

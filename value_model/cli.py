@@ -14,13 +14,16 @@ from value_model.evaluation import EvaluationOptions
 __all__ = ["evaluate_command", "train_command"]
 
 
-def _table(model: dict[str, float], baselines: dict[str, dict[str, float]]) -> str:
-    rows = [("value model", model), *((name.replace("_", " "), m) for name, m in baselines.items())]
-    lines = [f"{'selector':<16}{'Best@1':>8}{'Random':>8}{'Oracle':>8}{'gap closed':>12}{'AUROC':>8}"]
+def _table(model: dict[str, float], baselines: dict[str, dict[str, float]],
+           combined: dict[str, float] | None = None) -> str:
+    rows = [*((("value model (joint)", combined),) if combined else ()),
+            ("network alone" if combined else "value model", model),
+            *((name.replace("_", " "), m) for name, m in baselines.items())]
+    lines = [f"{'selector':<20}{'Best@1':>8}{'Random':>8}{'Oracle':>8}{'gap closed':>12}{'AUROC':>8}"]
     for name, m in rows:
         auroc = m.get("auroc")
         lines.append(
-            f"{name:<16}{m['best_at_1']:>8.3f}{m['random']:>8.3f}{m['oracle']:>8.3f}{m['gap_closed']:>12.3f}"
+            f"{name:<20}{m['best_at_1']:>8.3f}{m['random']:>8.3f}{m['oracle']:>8.3f}{m['gap_closed']:>12.3f}"
             + (f"{auroc:>8.3f}" if auroc is not None else f"{'':>8}")
         )
     return "\n".join(lines)
@@ -69,12 +72,16 @@ def train_command(
     result = report.result
     if as_json:
         click.echo(json.dumps({"model_uri": report.registered.model_uri, "run_id": report.registered.run_id,
-                               "validation": result.metrics, "baselines": result.baselines,
+                               "validation": result.metrics, "combined": result.combined_metrics,
+                               "baselines": result.baselines,
                                "n_train": report.n_train, "n_val": report.n_val}, indent=2))
         return
     click.echo(f"trained on {report.n_train} examples, validated on {report.n_val} "
                f"({report.lineage['val_tasks']} held-out tasks) in {result.seconds:.0f}s")
-    click.echo(_table(result.metrics, result.baselines))
+    click.echo(_table(result.metrics, result.baselines, result.combined_metrics))
+    if result.combined_metrics:
+        click.echo("value model (joint) = the served score: the network's value and the candidate set's "
+                   "consensus, each validation task scored by a combiner fitted on the others")
     target = report.registered.model_uri
     if report.registered.alias:
         target += f" (alias models:/{report.registered.name}@{report.registered.alias})"

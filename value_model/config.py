@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from value_model.consensus import FEATURES, VALUE
+
 __all__ = ["Objectives", "TrainConfig", "load_config"]
 
 Pooling = Literal["auto", "mean", "last", "cls"]
@@ -138,6 +140,12 @@ class TrainConfig:
     split_seed: int = _opt(0, "Seed of the task-hash split.")
     seed: int = _opt(0, "Seed of initialisation and shuffling.")
     eval_batch_size: int = _opt(32, "Examples per forward pass when scoring.")
+    combiner: tuple[str, ...] = _opt(
+        ("value", "soft_consensus", "max_similarity", "token_consensus"),
+        "Inputs of the joint scorer fitted on the validation tasks after training (kind=patch): 'value' (the "
+        "network's score) and consensus features of the task's candidate set (value_model.consensus.FEATURES). "
+        "'none' scores candidates one by one with the network alone.")
+    combiner_l2: float = _opt(1.0, "L2 strength of the combiner's logistic fit (on standardised inputs).")
     max_examples: int = _opt(0, "Cap on training examples (0 = all), for smoke runs.")
     threads: int = _opt(0, "torch CPU threads (0 = torch's default).")
 
@@ -181,6 +189,15 @@ class TrainConfig:
             problems.append("learning rates must be > 0")
         if not 0 <= self.warmup_ratio < 1:
             problems.append(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        combiner = tuple(self.combiner)
+        if combiner in (("none",), ("",)):
+            combiner = ()
+        object.__setattr__(self, "combiner", combiner)
+        unknown = sorted(set(combiner) - {*FEATURES, VALUE})
+        if unknown:
+            problems.append(f"unknown combiner inputs {unknown}; known: {[VALUE, *FEATURES]} (or 'none')")
+        if not self.combiner_l2 > 0:
+            problems.append(f"combiner_l2 must be > 0, got {self.combiner_l2}")
         if self.max_examples < 0 or self.threads < 0:
             problems.append("max_examples and threads must be >= 0")
         if problems:
@@ -196,6 +213,7 @@ class TrainConfig:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values["objective"] = str(self.objective)
         values["lora_targets"] = list(self.lora_targets)
+        values["combiner"] = list(self.combiner)
         return values
 
     def updated(self, **changes: Any) -> TrainConfig:

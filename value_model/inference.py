@@ -3,6 +3,14 @@
 A :class:`Scorer` wraps a loaded :class:`~value_model.model.ValueModel` with its tokenizer, token
 budget and calibration (Platt scaling fitted on held-out tasks at training time), so training,
 evaluation and the reranker service all score exactly the same way.
+
+When the artefact holds a combiner (``harvest.json`` ``"combiner"``, see
+:class:`~value_model.consensus.Combiner`), a candidate's final value is *joint*: the combiner mixes
+the network's raw value with set-level consensus features computed over the whole candidate set of
+the call, and its logistic output is the probability. :meth:`Scorer.score` does both steps;
+:meth:`Scorer.combine` is the second step alone, for callers (the reranker service) that compute
+and cache the network's per-candidate values themselves. Scores are therefore only comparable
+within one call: send a task's candidates together.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import numpy as np
 import torch
 
 from value_model._runtime import autocast
+from value_model.consensus import Combiner
 from value_model.model import ValueModel
 from value_model.serialize import encode_serialized, serialize_examples
 
@@ -111,11 +120,21 @@ def predict_values(
 
 @dataclass(frozen=True)
 class ScoredBatch:
-    """Scores of one candidate set: raw head outputs, calibrated probabilities, truncation flags."""
+    """Scores of one candidate set.
+
+    Attributes:
+        values: the final values, higher is better (rank by these): the combiner's logits when the
+            model has a combiner, else the network's raw head outputs.
+        scores: calibrated probabilities of success.
+        truncated: per candidate, whether its input was cut to the token budget.
+        model_values: the network's raw head outputs (equal to ``values`` without a combiner);
+            ``None`` where a caller did not keep them.
+    """
 
     values: np.ndarray
     scores: np.ndarray
     truncated: list[bool]
+    model_values: np.ndarray | None = None
 
 
 @dataclass
@@ -126,7 +145,8 @@ class Scorer:
         model: the value model (eval mode).
         tokenizer: its tokenizer.
         max_length: token budget per example.
-        calibration: Platt scaling from training.
+        calibration: Platt scaling from training (used when there is no combiner).
+        combiner: the joint scorer fitted on held-out tasks at training time, or ``None`` (pointwise).
         info: the artefact's ``harvest.json`` (its ``serialize`` entry holds the context options the
             model was trained with: ``context_steps``, ``include_reasoning``).
     """
@@ -137,19 +157,25 @@ class Scorer:
     calibration: Calibration = field(default_factory=Calibration)
     info: dict[str, Any] = field(default_factory=dict)
     batch_size: int = 32
+    combiner: Combiner | None = None
 
     @classmethod
     def from_directory(cls, directory: str | Path, *, device: str = "cpu") -> Scorer:
         """Load a value-model artefact directory."""
         model, tokenizer, info = ValueModel.load(directory, device=device)
         calibration = Calibration(**info.get("calibration", {}))
+        combiner = Combiner.from_dict(info["combiner"]) if info.get("combiner") else None
         return cls(model=model, tokenizer=tokenizer, max_length=int(info.get("max_length", 512)),
-                   calibration=calibration, info=info)
+                   calibration=calibration, info=info, combiner=combiner)
 
     def score(
         self, prompt: str, candidates: Sequence[str], *, context: Sequence[Mapping[str, Any]] | None = None
     ) -> ScoredBatch:
-        """Score every candidate of one task, after the same trajectory ``context`` (steps) if given."""
+        """Score every candidate of one task, after the same trajectory ``context`` (steps) if given.
+
+        The candidates are scored jointly when the model has a combiner (see :meth:`combine`), so
+        pass all of a task's candidates in one call.
+        """
         options = self.info.get("serialize", {})
         values, truncated = predict_values(
             self.model, self.tokenizer, [prompt] * len(candidates), list(candidates),
@@ -158,4 +184,27 @@ class Scorer:
             context_steps=int(options.get("context_steps", 8)),
             include_reasoning=bool(options.get("include_reasoning", False)),
         )
-        return ScoredBatch(values=values, scores=self.calibration.apply(values), truncated=truncated)
+        final, scores = self.combine(candidates, values)
+        return ScoredBatch(values=final, scores=scores, truncated=truncated, model_values=values)
+
+    def combine(self, candidates: Sequence[str], values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The final (values, probabilities) of one task's candidates from the network's raw ``values``.
+
+        With a combiner, each candidate's value is the combiner's logit over the raw value and the
+        consensus features of ``candidates`` (the whole set); without one, the raw values and their
+        Platt-calibrated probabilities. A pure function of its arguments: a caller that caches raw
+        values per candidate calls this once per request, after the cache.
+
+        Args:
+            candidates: every candidate text of the request, in order.
+            values: the network's raw value of each (as :func:`predict_values` returns them).
+
+        Raises:
+            ValueError: ``values`` and ``candidates`` differ in length.
+        """
+        values = np.asarray(values, dtype=np.float64)
+        if len(values) != len(candidates):
+            raise ValueError(f"got {len(values)} values for {len(candidates)} candidates")
+        if self.combiner is None:
+            return values, self.calibration.apply(values)
+        return self.combiner.apply(candidates, values)

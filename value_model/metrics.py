@@ -35,6 +35,7 @@ __all__ = [
     "pass_at_k_curve",
     "patch_length_scores",
     "reliability_bins",
+    "run_prior_scores",
     "selection_metrics",
     "within_task_auroc",
 ]
@@ -285,3 +286,23 @@ def majority_vote_scores(task_ids: Sequence[str], contents: Sequence[str]) -> li
 def patch_length_scores(contents: Sequence[str]) -> list[float]:
     """Shorter patches first: minus the number of changed lines."""
     return [-float(len(normalise_patch(c).splitlines())) for c in contents]
+
+
+def run_prior_scores(
+    train_runs: Sequence[str], train_labels: Sequence[float], runs: Sequence[str]
+) -> list[float]:
+    """Each candidate scored by its run's success rate on the training candidates: the "best single
+    system" baseline, which picks, in every task, the candidate of the best run that has one.
+
+    This reads which run (system) wrote a candidate, so it is a baseline only: a value model never
+    sees it. Runs absent from training score -1 (last).
+
+    Examples:
+        >>> run_prior_scores(["a", "a", "b"], [1, 0, 0], ["b", "a", "c"])
+        [0.0, 0.5, -1.0]
+    """
+    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for run, label in zip(train_runs, train_labels, strict=True):
+        totals[run][0] += float(label > 0.5)
+        totals[run][1] += 1.0
+    return [totals[r][0] / totals[r][1] if r in totals else -1.0 for r in runs]

@@ -156,6 +156,7 @@ def train_from_lake(
         result.tokenizer,
         max_length=config.max_length,
         calibration={"scale": result.calibration.scale, "bias": result.calibration.bias},
+        combiner=result.combiner.to_dict() if result.combiner is not None else None,
         backbone=config.backbone,
         kind=config.kind if config.kind == "action" else spec.kind,
         label=spec.label,
@@ -167,6 +168,7 @@ def train_from_lake(
         slice_manifest=json.loads(manifest.to_json()),
     )
     metrics = {f"val_{k}": v for k, v in result.metrics.items()}
+    metrics.update({f"val_combined_{k}": v for k, v in result.combined_metrics.items()})
     for name, values in result.baselines.items():
         metrics.update({f"baseline_{name}_{k}": v for k, v in values.items() if k in ("best_at_1", "gap_closed")})
     registered = log_and_register(
@@ -177,7 +179,8 @@ def train_from_lake(
         register=register,
         alias=alias,
         uri=tracking_uri,
-        artifacts={"validation.json": {"model": result.metrics, "baselines": result.baselines},
+        artifacts={"validation.json": {"model": result.metrics, "combined": result.combined_metrics,
+                                       "baselines": result.baselines},
                    "slice_manifest.json": json.loads(manifest.to_json())},
     )
     return TrainingReport(result=result, registered=registered, model_dir=model_dir, n_train=len(train),
@@ -277,7 +280,8 @@ def evaluate_candidates_file(
 
 
 def _score(scorer: Scorer, frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Raw values and calibrated probabilities of every row, one scoring call per task (as an agent)."""
+    """Final values and calibrated probabilities of every row, one scoring call per task (as an agent
+    sends a task's candidates), so a combiner scores each task's candidates jointly."""
     prompts = (
         frame.with_row_index()
         .group_by("task_id", maintain_order=True)
@@ -289,9 +293,11 @@ def _score(scorer: Scorer, frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]
                          "give each task a prompt on at least one row")
     contents = frame.get_column("content").fill_null("").to_list()
     values = np.zeros(frame.height)
+    probabilities = np.zeros(frame.height)
     for _, idx, prompt in prompts.iter_rows():
-        values[idx] = scorer.score(prompt, [contents[i] for i in idx]).values
-    return values, scorer.calibration.apply(values)
+        scored = scorer.score(prompt, [contents[i] for i in idx])
+        values[idx], probabilities[idx] = scored.values, scored.scores
+    return values, probabilities
 
 
 def _run_id(model: str, facts: dict[str, Any]) -> str | None:
@@ -320,6 +326,11 @@ def evaluate_registered(
     re-resolved against the lake's current versions (so new candidates of held-out tasks count).
     When the model has an MLflow run (``models:/`` and ``runs:/`` references) and ``log`` is set, the
     report is logged to that run: see :func:`log_evaluation`.
+
+    Each task's candidates are scored in one call, jointly when the model has a combiner. That
+    combiner was fitted on the training slice's validation tasks, so on that same split its numbers
+    are in-sample for the combiner's few weights (the network's part is still held out); the
+    out-of-fold numbers are the ``combined`` metrics ``harvest train`` reports.
 
     Args:
         lake: the lake (unused with ``candidates``).

@@ -39,14 +39,24 @@ from transformers import get_linear_schedule_with_warmup
 from value_model._runtime import Runtime, autocast, gather, resolve_device
 from value_model.batching import plan_epoch, rank_share
 from value_model.config import TrainConfig
+from value_model.consensus import Combiner, consensus_features_by_task, cross_fitted_logits
 from value_model.data import StepsByTrajectory, contexts_of
 from value_model.inference import Calibration, predict_values
 from value_model.losses import group_ids, loss_terms, pair_count, td_lambda_targets
-from value_model.metrics import auroc, majority_vote_scores, patch_length_scores, selection_metrics
+from value_model.metrics import (
+    auroc,
+    majority_vote_scores,
+    patch_length_scores,
+    run_prior_scores,
+    selection_metrics,
+    within_task_auroc,
+)
 from value_model.model import ValueModel
 from value_model.serialize import Serialized, encode_serialized, serialize_examples, with_reasoning
 
-__all__ = ["TrainResult", "backbone_dtype", "baselines", "evaluate_frame", "fit", "td_targets_of"]
+__all__ = [
+    "TrainResult", "backbone_dtype", "baselines", "evaluate_frame", "fit", "fit_combiner", "td_targets_of",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -58,8 +68,14 @@ class TrainResult:
     """A trained model and what was measured on the validation split.
 
     Attributes:
+        metrics: the network's own validation metrics (pointwise scoring).
         step_losses: the training loss of every optimizer step (over all ranks).
         val_values: the model's raw values of the validation rows, in their order.
+        combiner: the joint scorer fitted on all validation tasks (``None`` when the config has no
+            combiner inputs, the kind is not ``patch``, or there is no validation split).
+        combined_metrics: the joint scorer's validation metrics, each task scored by a combiner
+            fitted on the *other* validation tasks (:func:`~value_model.consensus.cross_fitted_logits`),
+            so they are out-of-sample like the network's.
     """
 
     model: ValueModel
@@ -70,6 +86,8 @@ class TrainResult:
     seconds: float = 0.0
     step_losses: list[float] = field(default_factory=list)
     val_values: np.ndarray | None = None
+    combiner: Combiner | None = None
+    combined_metrics: dict[str, float] = field(default_factory=dict)
 
 
 def _seed_everything(seed: int) -> None:
@@ -91,15 +109,52 @@ def evaluate_frame(frame: pl.DataFrame, values: np.ndarray, calibration: Calibra
     return metrics
 
 
-def baselines(frame: pl.DataFrame) -> dict[str, dict[str, float]]:
-    """Content-only baselines on the same examples: majority vote, shortest patch."""
+def baselines(frame: pl.DataFrame, *, train: pl.DataFrame | None = None) -> dict[str, dict[str, float]]:
+    """Baselines on the same examples: majority vote and shortest patch (content only) and, when
+    ``train`` is given and both frames carry ``run_id``, the best single run (system) by its success
+    rate on ``train`` (:func:`~value_model.metrics.run_prior_scores`; it reads run identity, which no
+    model is given)."""
     tasks = frame.get_column("task_id").to_list()
     labels = frame.get_column("label").to_numpy()
     contents = frame.get_column("content").to_list()
-    return {
+    out = {
         "majority_vote": selection_metrics(tasks, labels, majority_vote_scores(tasks, contents)),
         "shortest_patch": selection_metrics(tasks, labels, patch_length_scores(contents)),
     }
+    if train is not None and not train.is_empty() and "run_id" in frame.columns and "run_id" in train.columns:
+        prior = run_prior_scores(train.get_column("run_id").to_list(), train.get_column("label").to_list(),
+                                 frame.get_column("run_id").to_list())
+        out["best_single_run"] = selection_metrics(tasks, labels, prior)
+    return out
+
+
+def fit_combiner(
+    frame: pl.DataFrame, values: np.ndarray | None, config: TrainConfig
+) -> tuple[Combiner | None, dict[str, float]]:
+    """The joint scorer of ``config.combiner`` fitted on held-out examples, and its out-of-fold metrics.
+
+    Args:
+        frame: held-out examples (``task_id``, ``content``, ``label``): tasks the network was not
+            trained on, so its ``values`` there are honest inputs.
+        values: the network's raw values of ``frame``'s rows (needed when ``value`` is an input).
+        config: the recipe (``combiner``, ``combiner_l2``, ``seed``).
+
+    Returns:
+        ``(None, {})`` when the config has no combiner inputs or ``frame`` is empty; else the
+        combiner fitted on all of ``frame`` and the metrics of cross-fitted logits (5 task folds).
+    """
+    if not config.combiner or frame.is_empty():
+        return None, {}
+    tasks = frame.get_column("task_id").to_list()
+    labels = frame.get_column("label").to_numpy()
+    features = consensus_features_by_task(tasks, frame.get_column("content").fill_null("").to_list())
+    combiner = Combiner.fit(config.combiner, features, labels, values=values, l2=config.combiner_l2)
+    held_out = cross_fitted_logits(config.combiner, features, labels, tasks, values=values, l2=config.combiner_l2,
+                                   seed=config.seed)
+    metrics = selection_metrics(tasks, labels, held_out)
+    metrics["auroc"] = auroc(labels, held_out)
+    metrics["auroc_in_task"] = within_task_auroc(tasks, labels, held_out)
+    return combiner, metrics
 
 
 def td_targets_of(frame: pl.DataFrame, values: np.ndarray | None, *, gamma: float, lam: float) -> np.ndarray:
@@ -230,8 +285,8 @@ def fit(
             group, else a world of one).
 
     Returns:
-        :class:`TrainResult` with validation metrics, baselines, the fitted calibration and the
-        loss of every step.
+        :class:`TrainResult` with validation metrics, baselines, the fitted calibration, the joint
+        scorer (:func:`fit_combiner`, for ``kind = "patch"``) and the loss of every step.
 
     Raises:
         ValueError: the training split is empty or too small for one step, the splits share a task,
@@ -358,10 +413,15 @@ def fit(
         if config.kind == "action":
             expected = td_targets_of(val, None, gamma=config.gamma, lam=1.0)
             metrics["td_mse"] = float(np.mean((1.0 / (1.0 + np.exp(-val_values)) - expected) ** 2))
+        metrics["auroc_in_task"] = within_task_auroc(val.get_column("task_id").to_list(),
+                                                     val.get_column("label").to_numpy(), val_values)
+    combiner, combined_metrics = (None, {}) if config.kind != "patch" else fit_combiner(val, val_values, config)
     seconds = time.monotonic() - started
     metrics["train_seconds"] = seconds
     if log and runtime.is_main:
         log({f"val_{k}": v for k, v in metrics.items() if not math.isnan(v)}, step)
+        log({f"val_combined_{k}": v for k, v in combined_metrics.items() if not math.isnan(v)}, step)
     return TrainResult(model=model, tokenizer=tokenizer, calibration=calibration, metrics=metrics,
-                       baselines=baselines(val) if not val.is_empty() else {}, seconds=seconds,
-                       step_losses=step_losses, val_values=val_values)
+                       baselines=baselines(val, train=train) if not val.is_empty() else {}, seconds=seconds,
+                       step_losses=step_losses, val_values=val_values, combiner=combiner,
+                       combined_metrics=combined_metrics)
