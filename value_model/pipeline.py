@@ -44,7 +44,7 @@ from value_model.config import TrainConfig
 from value_model._runtime import Runtime, broadcast
 from value_model.data import action_examples_of, examples_of, load_steps
 from value_model.evaluation import EvaluationOptions, EvaluationReport, evaluate_candidates
-from value_model.inference import Scorer
+from value_model.inference import Scorer, predict_values
 from value_model.model import ValueModel
 from value_model.tracking import RegisteredModel, log_and_register, resolve_model
 from value_model.tracking import tracking_uri as resolve_tracking_uri
@@ -279,9 +279,15 @@ def evaluate_candidates_file(
                                info={"data": {"candidates": str(path)}})
 
 
-def _score(scorer: Scorer, frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def _score(
+    scorer: Scorer, frame: pl.DataFrame, steps: dict[str, list[dict[str, Any]]] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Final values and calibrated probabilities of every row, one scoring call per task (as an agent
-    sends a task's candidates), so a combiner scores each task's candidates jointly."""
+    sends a task's candidates), so a combiner scores each task's candidates jointly.
+
+    With ``steps`` (a model trained with trajectory context), each row is serialized after its own
+    trajectory's steps, as in training, and the task's raw values are then combined together.
+    """
     prompts = (
         frame.with_row_index()
         .group_by("task_id", maintain_order=True)
@@ -294,9 +300,22 @@ def _score(scorer: Scorer, frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]
     contents = frame.get_column("content").fill_null("").to_list()
     values = np.zeros(frame.height)
     probabilities = np.zeros(frame.height)
-    for _, idx, prompt in prompts.iter_rows():
-        scored = scorer.score(prompt, [contents[i] for i in idx])
-        values[idx], probabilities[idx] = scored.values, scored.scores
+    if steps is None:
+        for _, idx, prompt in prompts.iter_rows():
+            scored = scorer.score(prompt, [contents[i] for i in idx])
+            values[idx], probabilities[idx] = scored.values, scored.scores
+        return values, probabilities
+    options = scorer.info.get("serialize", {})
+    prompt_of = {task: prompt for task, _, prompt in prompts.iter_rows()}
+    raw, _ = predict_values(
+        scorer.model, scorer.tokenizer, [prompt_of[t] for t in frame.get_column("task_id")], contents,
+        max_length=scorer.max_length, batch_size=scorer.batch_size,
+        contexts=[steps.get(t) for t in frame.get_column("trajectory_id")],
+        context_steps=int(options.get("context_steps", 8)),
+        include_reasoning=bool(options.get("include_reasoning", False)),
+    )
+    for _, idx, _ in prompts.iter_rows():
+        values[idx], probabilities[idx] = scorer.combine([contents[i] for i in idx], raw[idx])
     return values, probabilities
 
 
@@ -366,8 +385,18 @@ def evaluate_registered(
             raise ValueError(f"the validation split of slice {slice_spec.name!r} is empty")
         data = {"lake": lake.uri, "slice": slice_spec.name, "slice_id": manifest.slice_id, "split": "val",
                 "table_versions": manifest.versions}
+    if scorer.info.get("kind") == "action" and candidates is None:
+        raise ValueError(f"{model} scores next actions: harvest evaluate ranks trajectory-level candidates "
+                         "(patch/answer); its step-level validation metrics are the ones harvest train logged")
+    steps = None
+    if scorer.info.get("serialize", {}).get("include_context"):
+        if lake is None or "trajectory_id" not in frame.columns:
+            raise ValueError(f"{model} was trained with trajectory context: evaluate it on a lake slice, "
+                             "whose candidates have trajectories")
+        pinned = data.get("table_versions", {}).get("steps")
+        steps = load_steps(lake, frame.get_column("trajectory_id").unique().to_list(), version=pinned)
     started = time.monotonic()
-    values, probabilities = _score(scorer, frame)
+    values, probabilities = _score(scorer, frame, steps)
     logger.info("scored %d candidates in %.1fs", frame.height, time.monotonic() - started)
     info = {"model": {**facts, "uri": model}, "data": data}
     report = evaluate_candidates(frame, values, probabilities=probabilities, group_by=group_by,

@@ -52,3 +52,28 @@ def test_an_action_slice_is_refused_with_a_pointer_to_trajectory_slices(agent_la
     spec.write_text('[slice]\nname = "actions"\nkind = "action"\n')
     result = CliRunner().invoke(main, ["train", "--lake", agent_lake.uri, "--slice", str(spec), "--kind", "action"])
     assert result.exit_code != 0 and "give a slice of kind 'patch' or 'answer'" in result.output
+
+
+def test_evaluate_serializes_each_candidate_after_its_own_trajectory_for_a_context_model(
+    agent_lake, harvest_home, tiny_decoder_dir
+):
+    from trajectory_lake.slices import SliceSpec, resolve_slice, scan_slice
+    from value_model.data import examples_of
+    from value_model.pipeline import _score, evaluate_registered
+
+    result = CliRunner().invoke(main, [
+        "train", "--lake", agent_lake.uri, "--register", "agent-context", "--backbone", str(tiny_decoder_dir),
+        "--kind", "answer", "--include-context", "--max-length", "96", "--epochs", "1", "--val-fraction", "0.5",
+    ])
+    assert result.exit_code == 0, result.output
+    report = evaluate_registered(agent_lake, "models:/agent-context@champion", log=False)
+    assert report.n_candidates > 0
+
+    directory, _ = resolve_model("models:/agent-context@champion")
+    scorer = Scorer.from_directory(directory)
+    spec = SliceSpec.from_dict({**scorer.info["slice_manifest"]["spec"], "versions": None, "as_of": None})
+    frame = examples_of(scan_slice(agent_lake, resolve_slice(agent_lake, spec), split="val").collect())
+    steps = load_steps(agent_lake, frame["trajectory_id"].unique().to_list())
+    with_context, _ = _score(scorer, frame, steps)
+    without, _ = _score(scorer, frame)
+    assert not np.allclose(with_context, without)  # the steps reach the model
