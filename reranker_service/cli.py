@@ -1,21 +1,26 @@
-"""``harvest serve``: run the reranker API with uvicorn."""
+"""``harvest serve``: run the reranker API with uvicorn (flags generated from :class:`Settings`)."""
 
 from __future__ import annotations
 
 import click
 
-from trajectory_lake.cli import dataclass_options
 from reranker_service.settings import Settings
+from trajectory_lake.cli import dataclass_options
 
 __all__ = ["serve_command"]
 
 
 @click.command("serve")
-@click.option("--log-level", default="info", show_default=True,
-              type=click.Choice(["critical", "error", "warning", "info", "debug"]))
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+)
 @dataclass_options(Settings)
 def serve_command(log_level: str, **options: object) -> None:
-    """Serve a registered value model: POST /v1/rerank, GET /health, /ready, /docs."""
+    """Serve a registered value model: POST /v1/rerank, /v2/rerank (Cohere), /v1/feedback, GET /v1/models,
+    /health, /ready, /metrics, /docs. Every flag can also be set as HARVEST_<FLAG>."""
     import uvicorn
 
     from reranker_service.api import create_app
@@ -27,7 +32,13 @@ def serve_command(log_level: str, **options: object) -> None:
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
     try:
-        backend = ValueModelBackend.load(settings.model, tracking_uri=settings.tracking_uri)
+        backend = ValueModelBackend.load(
+            settings.model, tracking_uri=settings.tracking_uri, device=settings.device
+        )
     except ModelNotFoundError as exc:
         raise click.ClickException(str(exc)) from exc
-    uvicorn.run(create_app(settings, backend=backend), host=settings.host, port=settings.port, log_level=log_level)
+    try:
+        app = create_app(settings, backend=backend)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level)

@@ -2,7 +2,7 @@
 
 Examples:
     >>> client = RerankClient("http://127.0.0.1:8765")   # doctest: +SKIP
-    >>> ranked = client.rerank("Fix the crash in parse()", ["diff --git a/...", "diff --git b/..."])  # doctest: +SKIP
+    >>> ranked = client.rerank("Fix parse()", ["diff --git a/...", "diff --git b/..."])  # doctest: +SKIP
     >>> ranked["results"][0]  # doctest: +SKIP
     {'index': 1, 'id': None, 'score': 0.71, 'value': 0.93, 'rank': 1, 'truncated': False}
     >>> client.feedback(ranked["id"], chosen_index=1, outcome=1.0)["rows"]["outcomes"]  # doctest: +SKIP
@@ -58,8 +58,13 @@ def rerank_payload(
         "task": task,
         "candidates": [dict(c) if isinstance(c, Mapping) else {"content": c} for c in candidates],
     }
-    options = {"context": list(context) if context else None, "top_n": top_n, "return_neighbors": return_neighbors,
-               "truncate": truncate, "max_tokens_per_candidate": max_tokens_per_candidate}
+    options = {
+        "context": list(context) if context else None,
+        "top_n": top_n,
+        "return_neighbors": return_neighbors,
+        "truncate": truncate,
+        "max_tokens_per_candidate": max_tokens_per_candidate,
+    }
     body.update({k: v for k, v in options.items() if v is not None})
     return body
 
@@ -106,15 +111,26 @@ class RerankClient:
     def __enter__(self) -> RerankClient:
         return self
 
-    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     def close(self) -> None:
         """Close the connection pool."""
         self._http.close()
 
-    def rerank(self, prompt: str, candidates: Sequence[str | Mapping[str, Any]], **options: Any) -> dict[str, Any]:  # noqa: ANN401
-        """POST ``/v1/rerank`` (options as in :func:`rerank_payload`); raises :class:`RerankError` on errors."""
+    def rerank(
+        self,
+        prompt: str,
+        candidates: Sequence[str | Mapping[str, Any]],
+        **options: Any,  # noqa: ANN401 - rerank_payload's options
+    ) -> dict[str, Any]:
+        """POST ``/v1/rerank`` (options as in :func:`rerank_payload`).
+
+        Raises:
+            RerankError: the service answered with an error.
+        """
         return _decode(self._http.post("/v1/rerank", json=rerank_payload(prompt, candidates, **options)))
 
     def feedback(self, request_id: str, **options: Any) -> dict[str, Any]:  # noqa: ANN401
@@ -170,16 +186,25 @@ class AsyncRerankClient:
     async def __aenter__(self) -> AsyncRerankClient:
         return self
 
-    async def __aexit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self._http.aclose()
 
-    async def rerank(self, prompt: str, candidates: Sequence[str | Mapping[str, Any]], **options: Any) -> dict[str, Any]:  # noqa: ANN401
+    async def rerank(
+        self,
+        prompt: str,
+        candidates: Sequence[str | Mapping[str, Any]],
+        **options: Any,  # noqa: ANN401 - rerank_payload's options
+    ) -> dict[str, Any]:
         """POST ``/v1/rerank``; raises :class:`RerankError` on errors."""
-        return _decode(await self._http.post("/v1/rerank", json=rerank_payload(prompt, candidates, **options)))
+        return _decode(
+            await self._http.post("/v1/rerank", json=rerank_payload(prompt, candidates, **options))
+        )
 
     async def feedback(self, request_id: str, **options: Any) -> dict[str, Any]:  # noqa: ANN401
         """POST ``/v1/feedback``."""

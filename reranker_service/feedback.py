@@ -85,8 +85,10 @@ class ServedLog:
             found = self._items.get(request_id)
         if found is None:
             raise RequestNotFoundError(
-                f"no served request {request_id!r}: it was never served by this instance or is older than the last "
-                f"{self.max_requests} requests kept for feedback")
+                f"no served request {request_id!r}: it was never served by this instance or is older than "
+                "the last "
+                f"{self.max_requests} requests kept for feedback"
+            )
         return found
 
 
@@ -121,25 +123,53 @@ class FeedbackRecorder:
             ValueError: an index is out of range, or neither a choice nor an outcome is given.
         """
         served = self.log.get(request_id)
-        return await asyncio.to_thread(self._write, served, chosen, outcome, outcome_name, outcome_index, source,
-                                       evaluator)
+        return await asyncio.to_thread(
+            self._write, served, chosen, outcome, outcome_name, outcome_index, source, evaluator
+        )
 
-    def _write(self, served: ServedRequest, chosen: int | None, outcome: float | None, outcome_name: str,
-               outcome_index: int | None, source: str, evaluator: str | None) -> FeedbackWrite:
+    def _write(
+        self,
+        served: ServedRequest,
+        chosen: int | None,
+        outcome: float | None,
+        outcome_name: str,
+        outcome_index: int | None,
+        source: str,
+        evaluator: str | None,
+    ) -> FeedbackWrite:
         with self._lock:
             task_id, _ = resolve_task_id(self.lake, served.task_id, served.prompt)
             feedback = Feedback(
-                request_id=served.request_id, model_uri=served.model_uri, model_revision=served.model_revision,
-                task_id=task_id, prompt=served.prompt, domain=served.domain or "unknown",
-                candidates=served.candidates, values=served.values, scores=served.scores, served_at=served.served_at,
-                chosen=chosen, outcome_name=outcome_name, outcome_value=outcome, outcome_index=outcome_index,
-                source=source, evaluator=evaluator, recorded_at=datetime.now(UTC),
+                request_id=served.request_id,
+                model_uri=served.model_uri,
+                model_revision=served.model_revision,
+                task_id=task_id,
+                prompt=served.prompt,
+                domain=served.domain or "unknown",
+                candidates=served.candidates,
+                values=served.values,
+                scores=served.scores,
+                served_at=served.served_at,
+                chosen=chosen,
+                outcome_name=outcome_name,
+                outcome_value=outcome,
+                outcome_index=outcome_index,
+                source=source,
+                evaluator=evaluator,
+                recorded_at=datetime.now(UTC),
             )
             return write_feedback(self.lake, feedback)
 
 
-def served_candidates(contents: Sequence[str], kinds: Sequence[str | None], ids: Sequence[str | None],
-                      *, default_kind: str = "patch") -> tuple[ServedCandidate, ...]:
+def served_candidates(
+    contents: Sequence[str],
+    kinds: Sequence[str | None],
+    ids: Sequence[str | None],
+    *,
+    default_kind: str = "patch",
+) -> tuple[ServedCandidate, ...]:
     """The served candidates of a request (``kind`` defaults to the model's kind)."""
-    return tuple(ServedCandidate(content=c, kind=k or default_kind, client_id=i)
-                 for c, k, i in zip(contents, kinds, ids, strict=True))
+    return tuple(
+        ServedCandidate(content=c, kind=k or default_kind, client_id=i)
+        for c, k, i in zip(contents, kinds, ids, strict=True)
+    )

@@ -94,14 +94,27 @@ class NeighborIndex:
             return [[] for _ in range(len(embeddings))]
         k = min(k, len(self))
         similarity, found = self._index.search(_normalised(embeddings), k)
-        return [[Neighbor(candidate_id=self._ids[j], task_id=self._tasks[j], kind=self._kinds[j],
-                          similarity=round(float(s), 6), outcomes=self._outcomes[j])
-                 for s, j in zip(sims, idx, strict=True) if j >= 0]
-                for sims, idx in zip(similarity, found, strict=True)]
+        return [
+            [
+                Neighbor(
+                    candidate_id=self._ids[j],
+                    task_id=self._tasks[j],
+                    kind=self._kinds[j],
+                    similarity=round(float(s), 6),
+                    outcomes=self._outcomes[j],
+                )
+                for s, j in zip(sims, idx, strict=True)
+                if j >= 0
+            ]
+            for sims, idx in zip(similarity, found, strict=True)
+        ]
 
     def describe(self) -> dict[str, Any]:
         """What ``/v1/models`` reports about the index."""
-        return {"size": len(self), **{k: self.manifest[k] for k in ("lake", "versions", "kind", "model_revision")}}
+        return {
+            "size": len(self),
+            **{k: self.manifest[k] for k in ("lake", "versions", "kind", "model_revision")},
+        }
 
     def save(self, directory: str | Path) -> Path:
         """Write the index (layout in the module docstring)."""
@@ -128,8 +141,11 @@ class NeighborIndex:
             raise FileNotFoundError(f"no neighbour index in {directory}")
         index = faiss.read_index(str(directory / "index.faiss"))
         vectors = index.reconstruct_n(0, index.ntotal) if index.ntotal else np.zeros((0, index.d), np.float32)
-        return cls(vectors, pl.read_parquet(directory / "rows.parquet"),
-                   json.loads((directory / "manifest.json").read_text()))
+        return cls(
+            vectors,
+            pl.read_parquet(directory / "rows.parquet"),
+            json.loads((directory / "manifest.json").read_text()),
+        )
 
 
 def _history(lake: Lake, versions: dict[str, int], kind: str | None) -> pl.DataFrame:
@@ -138,18 +154,31 @@ def _history(lake: Lake, versions: dict[str, int], kind: str | None) -> pl.DataF
     if kind is not None:
         candidates = candidates.filter(pl.col("kind") == kind)
     candidates = candidates.filter(pl.col("content").fill_null("").str.strip_chars() != "").select(
-        "candidate_id", "task_id", "kind", "content", "content_sha256")
-    tasks = lake.scan("tasks", version=versions["tasks"]).select("task_id", "prompt").unique("task_id", keep="first")
+        "candidate_id", "task_id", "kind", "content", "content_sha256"
+    )
+    tasks = (
+        lake.scan("tasks", version=versions["tasks"])
+        .select("task_id", "prompt")
+        .unique("task_id", keep="first")
+    )
     outcomes = (
         lake.scan("outcomes", version=versions["outcomes"])
         .filter(pl.col("candidate_id").is_not_null())
-        .group_by("candidate_id", "name").agg(pl.col("value").mean())
-        .group_by("candidate_id").agg(pl.struct("name", "value").alias("outcomes"))
+        .group_by("candidate_id", "name")
+        .agg(pl.col("value").mean())
+        .group_by("candidate_id")
+        .agg(pl.struct("name", "value").alias("outcomes"))
     )
-    rows = (candidates.join(tasks, on="task_id", how="inner").join(outcomes, on="candidate_id", how="left")
-            .sort("task_id", "candidate_id").collect())
-    as_json = [json.dumps({o["name"]: o["value"] for o in (entry or [])}, sort_keys=True)
-               for entry in rows.get_column("outcomes").to_list()]
+    rows = (
+        candidates.join(tasks, on="task_id", how="inner")
+        .join(outcomes, on="candidate_id", how="left")
+        .sort("task_id", "candidate_id")
+        .collect()
+    )
+    as_json = [
+        json.dumps({o["name"]: o["value"] for o in (entry or [])}, sort_keys=True)
+        for entry in rows.get_column("outcomes").to_list()
+    ]
     return rows.with_columns(outcomes=pl.Series(as_json, dtype=pl.String))
 
 
@@ -185,21 +214,40 @@ def build_index(
     matrix = np.zeros((rows.height, 0), dtype=np.float32)
     for (prompt,), group in rows.group_by("prompt", maintain_order=True):
         positions = group.get_column("row").to_list()
-        prepared = backend.prepare(ScoreInput(prompt=str(prompt), candidates=tuple(group.get_column("content"))))
-        for batch in plan_batches([it.n_tokens for it in prepared.items], max_tokens=max_batch_tokens,
-                                  max_items=max_batch_size, prefixes=[it.prefix_len for it in prepared.items],
-                                  groups=[it.group for it in prepared.items], padded=backend.padded):
+        prepared = backend.prepare(
+            ScoreInput(prompt=str(prompt), candidates=tuple(group.get_column("content")))
+        )
+        for batch in plan_batches(
+            [it.n_tokens for it in prepared.items],
+            max_tokens=max_batch_tokens,
+            max_items=max_batch_size,
+            prefixes=[it.prefix_len for it in prepared.items],
+            groups=[it.group for it in prepared.items],
+            padded=backend.padded,
+        ):
             embeddings = backend.forward([prepared.items[i] for i in batch], embed=True).embeddings
             assert embeddings is not None
             if matrix.shape[1] == 0:
                 matrix = np.zeros((rows.height, embeddings.shape[1]), dtype=np.float32)
             matrix[[positions[i] for i in batch]] = embeddings
-    manifest = {"lake": lake.uri, "versions": versions, "kind": kind, "model_revision": backend.info.cache_revision,
-                "model": backend.info.label, "dim": int(matrix.shape[1]), "size": int(matrix.shape[0]),
-                "built_at": datetime.now(UTC).isoformat()}
+    manifest = {
+        "lake": lake.uri,
+        "versions": versions,
+        "kind": kind,
+        "model_revision": backend.info.cache_revision,
+        "model": backend.info.label,
+        "dim": int(matrix.shape[1]),
+        "size": int(matrix.shape[0]),
+        "built_at": datetime.now(UTC).isoformat(),
+    }
     kept = rows.select("candidate_id", "task_id", "kind", "content_sha256", "outcomes")
-    logger.info("neighbour index: %d candidates of %s at %s, model %s", len(kept), lake.uri, versions,
-                backend.info.label)
+    logger.info(
+        "neighbour index: %d candidates of %s at %s, model %s",
+        len(kept),
+        lake.uri,
+        versions,
+        backend.info.label,
+    )
     return NeighborIndex(matrix, kept, manifest)
 
 
@@ -232,4 +280,3 @@ def load_or_build_index(
     index = build_index(lake, backend, version=version, kind=kind, **options)
     index.save(path)
     return index
-

@@ -7,7 +7,7 @@ TEI's split of a request's time (tokenize, queue, inference) so the same dashboa
 |---|---|---|
 | ``harvest_requests_total`` | counter | route, status |
 | ``harvest_request_duration_seconds`` | histogram | route |
-| ``harvest_tokenize_duration_seconds`` / ``harvest_queue_duration_seconds`` / ``harvest_inference_duration_seconds`` | histogram | |
+| ``harvest_{tokenize,queue,inference}_duration_seconds`` | histogram | |
 | ``harvest_batch_size`` / ``harvest_batch_tokens`` | histogram | |
 | ``harvest_queue_depth`` | gauge | |
 | ``harvest_candidates_total`` / ``harvest_tokens_total`` | counter | |
@@ -38,25 +38,52 @@ class ServiceMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.requests = Counter("harvest_requests", "HTTP requests answered.", ["route", "status"], registry=r)
-        self.request_duration = Histogram("harvest_request_duration_seconds", "Time to answer a request.",
-                                          ["route"], buckets=_LATENCY, registry=r)
-        self.tokenize_duration = Histogram("harvest_tokenize_duration_seconds", "Serializing and tokenizing a "
-                                           "request.", buckets=_LATENCY, registry=r)
-        self.queue_duration = Histogram("harvest_queue_duration_seconds", "Time a request waited for the batcher.",
-                                        buckets=_LATENCY, registry=r)
-        self.inference_duration = Histogram("harvest_inference_duration_seconds", "One model batch.",
-                                            buckets=_LATENCY, registry=r)
-        self.batch_size = Histogram("harvest_batch_size", "Candidates per model batch.", buckets=_SIZES, registry=r)
-        self.batch_tokens = Histogram("harvest_batch_tokens", "Tokens computed per model batch.", buckets=_TOKENS,
-                                      registry=r)
-        self.queue_depth = Gauge("harvest_queue_depth", "Requests admitted and waiting for the model.", registry=r)
+        self.requests = Counter(
+            "harvest_requests", "HTTP requests answered.", ["route", "status"], registry=r
+        )
+        self.request_duration = Histogram(
+            "harvest_request_duration_seconds",
+            "Time to answer a request.",
+            ["route"],
+            buckets=_LATENCY,
+            registry=r,
+        )
+        self.tokenize_duration = Histogram(
+            "harvest_tokenize_duration_seconds",
+            "Serializing and tokenizing a request.",
+            buckets=_LATENCY,
+            registry=r,
+        )
+        self.queue_duration = Histogram(
+            "harvest_queue_duration_seconds",
+            "Time a request waited for the batcher.",
+            buckets=_LATENCY,
+            registry=r,
+        )
+        self.inference_duration = Histogram(
+            "harvest_inference_duration_seconds", "One model batch.", buckets=_LATENCY, registry=r
+        )
+        self.batch_size = Histogram(
+            "harvest_batch_size", "Candidates per model batch.", buckets=_SIZES, registry=r
+        )
+        self.batch_tokens = Histogram(
+            "harvest_batch_tokens", "Tokens computed per model batch.", buckets=_TOKENS, registry=r
+        )
+        self.queue_depth = Gauge(
+            "harvest_queue_depth", "Requests admitted and waiting for the model.", registry=r
+        )
         self.candidates = Counter("harvest_candidates", "Candidates scored (cached or not).", registry=r)
         self.tokens = Counter("harvest_tokens", "Tokens of the candidates the model scored.", registry=r)
         self.cache = Counter("harvest_score_cache", "Score-cache lookups.", ["result"], registry=r)
-        self.rejected = Counter("harvest_rejected", "Requests the engine did not score.", ["reason"], registry=r)
-        self.model_info = Gauge("harvest_model_info", "The model being served (value 1).",
-                                ["name", "version", "revision"], registry=r)
+        self.rejected = Counter(
+            "harvest_rejected", "Requests the engine did not score.", ["reason"], registry=r
+        )
+        self.model_info = Gauge(
+            "harvest_model_info",
+            "The model being served (value 1).",
+            ["name", "version", "revision"],
+            registry=r,
+        )
 
     def watch_queue(self, depth: Callable[[], float]) -> None:
         """Read the queue depth from ``depth`` at every scrape."""

@@ -32,7 +32,7 @@ from trajectory_lake import Lake
 from trajectory_lake.feedback import FeedbackWrite
 from trajectory_lake.records import normalise_tool_calls
 
-__all__ = ["Ranking", "RerankService", "Reloaded", "steps_of_messages"]
+__all__ = ["Ranking", "Reloaded", "RerankService", "steps_of_messages"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,19 +45,27 @@ def steps_of_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, A
     Content parts are joined as text; tool calls are flattened to ``{id, name, arguments}``.
 
     Examples:
-        >>> steps_of_messages([{"role": "assistant", "content": [{"type": "text", "text": "ls"}],
-        ...                     "tool_calls": [{"id": "1", "function": {"name": "bash", "arguments": "{}"}}]}])
-        [{'role': 'assistant', 'content': 'ls', 'tool_calls': [{'id': '1', 'name': 'bash', 'arguments': '{}'}], \
-'tool_call_id': None, 'reasoning': None, 'is_error': None}]
+        >>> call = {"id": "1", "function": {"name": "bash", "arguments": "{}"}}
+        >>> step = steps_of_messages([{"role": "assistant", "content": [{"type": "text", "text": "ls"}],
+        ...                            "tool_calls": [call]}])[0]
+        >>> step["content"], step["tool_calls"]
+        ('ls', [{'id': '1', 'name': 'bash', 'arguments': '{}'}])
     """
     steps = []
     for m in messages:
         content = m.get("content")
         if isinstance(content, list):
             content = "\n".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
-        steps.append({"role": m["role"], "content": content, "tool_calls": normalise_tool_calls(m.get("tool_calls")),
-                      "tool_call_id": m.get("tool_call_id"), "reasoning": m.get("reasoning"),
-                      "is_error": m.get("is_error")})
+        steps.append(
+            {
+                "role": m["role"],
+                "content": content,
+                "tool_calls": normalise_tool_calls(m.get("tool_calls")),
+                "tool_call_id": m.get("tool_call_id"),
+                "reasoning": m.get("reasoning"),
+                "is_error": m.get("is_error"),
+            }
+        )
     return steps
 
 
@@ -112,18 +120,30 @@ class RerankService:
     """
 
     def __init__(
-        self, settings: Settings, backend: Backend, *, loader: Loader | None = None,
+        self,
+        settings: Settings,
+        backend: Backend,
+        *,
+        loader: Loader | None = None,
         metrics: ServiceMetrics | None = None,
     ) -> None:
         self.settings = settings
         self.metrics = metrics or ServiceMetrics()
-        self.loader = loader or (lambda ref: ValueModelBackend.load(ref, tracking_uri=settings.tracking_uri,
-                                                                    device=settings.device))
+        self.loader = loader or (
+            lambda ref: ValueModelBackend.load(
+                ref, tracking_uri=settings.tracking_uri, device=settings.device
+            )
+        )
         self.engine = RerankEngine(
-            backend, max_queue=settings.max_queue, max_batch_tokens=settings.max_batch_tokens,
-            max_batch_size=settings.max_batch_size, max_wait_ms=settings.max_wait_ms,
-            max_request_tokens=settings.max_request_tokens, cache_size=settings.cache_size,
-            tokenizer_workers=settings.tokenizer_workers, metrics=self.metrics,
+            backend,
+            max_queue=settings.max_queue,
+            max_batch_tokens=settings.max_batch_tokens,
+            max_batch_size=settings.max_batch_size,
+            max_wait_ms=settings.max_wait_ms,
+            max_request_tokens=settings.max_request_tokens,
+            cache_size=settings.cache_size,
+            tokenizer_workers=settings.tokenizer_workers,
+            metrics=self.metrics,
         )
         self.lake = Lake(settings.lake) if settings.lake else None
         self.served = ServedLog(settings.feedback_window)
@@ -183,10 +203,16 @@ class RerankService:
             self._index.error = None
             try:
                 index = await asyncio.to_thread(
-                    load_or_build_index, lake, backend, version=settings.index_version,
-                    kind=backend.info.capabilities.get("kind", "patch"), directory=settings.index_dir,
-                    max_batch_tokens=settings.max_batch_tokens, max_batch_size=settings.max_batch_size)
-            except Exception as exc:  # noqa: BLE001 - the service keeps serving without neighbours
+                    load_or_build_index,
+                    lake,
+                    backend,
+                    version=settings.index_version,
+                    kind=backend.info.capabilities.get("kind", "patch"),
+                    directory=settings.index_dir,
+                    max_batch_tokens=settings.max_batch_tokens,
+                    max_batch_size=settings.max_batch_size,
+                )
+            except Exception as exc:
                 logger.exception("building the neighbour index failed")
                 self._index.error = type(exc).__name__
                 return
@@ -265,36 +291,70 @@ class RerankService:
         index = self.index if neighbors else None
         if neighbors and index is None:
             warnings.append(self._neighbors_unavailable())
-        result = await self.engine.score(prompt, contents, context=context,
-                                         max_tokens_per_candidate=max_tokens_per_candidate,
-                                         truncation_side=truncation_side, truncate=truncate,
-                                         embed=index is not None)
-        # Rank by the raw value: calibration is monotone, and raw values keep ties apart.
-        order = sorted(range(len(contents)), key=lambda i: (-result.values[i], i))
+        result = await self.engine.score(
+            prompt,
+            contents,
+            context=context,
+            max_tokens_per_candidate=max_tokens_per_candidate,
+            truncation_side=truncation_side,
+            truncate=truncate,
+            embed=index is not None,
+        )
+        # Rank by the final value (the raw value unless the model scores the set jointly): calibration is
+        # monotone, and values keep apart what rounded probabilities would tie.
+        order = sorted(range(len(contents)), key=lambda i: (-result.final[i], i))
         shown = order[:top_n] if top_n is not None else order
         found = None
-        if index is not None and result.embeddings is not None and index.revision == result.model.cache_revision:
+        if (
+            index is not None
+            and result.embeddings is not None
+            and index.revision == result.model.cache_revision
+        ):
             found = await asyncio.to_thread(index.search, result.embeddings[shown], neighbors)
         elif index is not None:
-            warnings.append("neighbours are not available for this request: the model was swapped while it ran")
+            warnings.append(
+                "neighbours are not available for this request: the model was swapped while it ran"
+            )
         n_truncated = sum(result.truncated)
         if n_truncated:
-            warnings.append(f"{n_truncated} candidate(s) were truncated to the model's token budget "
-                            "(task head, candidate head and tail, oldest context steps first)")
+            warnings.append(
+                f"{n_truncated} candidate(s) were truncated to the model's token budget "
+                "(task head, candidate head and tail, oldest context steps first)"
+            )
         if max_tokens_per_candidate is not None:
-            warnings.append(f"candidates were cut to {max_tokens_per_candidate} tokens first "
-                            f"(keeping their {'head' if truncation_side == 'right' else 'tail'})")
+            warnings.append(
+                f"candidates were cut to {max_tokens_per_candidate} tokens first "
+                f"(keeping their {'head' if truncation_side == 'right' else 'tail'})"
+            )
         if self.recorder is not None:
             info = result.model
-            self.served.add(ServedRequest(
-                request_id=request_id, model_uri=info.uri, model_revision=info.cache_revision, task_id=task_id,
-                prompt=prompt, domain=domain,
-                candidates=served_candidates(contents, kinds or [None] * len(contents), ids or [None] * len(contents),
-                                             default_kind=str(info.capabilities.get("kind", "patch"))),
-                values=tuple(float(v) for v in result.values), scores=tuple(float(s) for s in result.scores),
-                served_at=datetime.now(UTC)))
-        return Ranking(request_id=request_id, result=result, order=order, neighbors=found, warnings=warnings,
-                       duration_ms=(time.perf_counter() - started) * 1000)
+            self.served.add(
+                ServedRequest(
+                    request_id=request_id,
+                    model_uri=info.uri,
+                    model_revision=info.cache_revision,
+                    task_id=task_id,
+                    prompt=prompt,
+                    domain=domain,
+                    candidates=served_candidates(
+                        contents,
+                        kinds or [None] * len(contents),
+                        ids or [None] * len(contents),
+                        default_kind=str(info.capabilities.get("kind", "patch")),
+                    ),
+                    values=tuple(float(v) for v in result.values),
+                    scores=tuple(float(s) for s in result.scores),
+                    served_at=datetime.now(UTC),
+                )
+            )
+        return Ranking(
+            request_id=request_id,
+            result=result,
+            order=order,
+            neighbors=found,
+            warnings=warnings,
+            duration_ms=(time.perf_counter() - started) * 1000,
+        )
 
     def _neighbors_unavailable(self) -> str:
         status = self.index_status()
@@ -305,8 +365,15 @@ class RerankService:
     # -- feedback ---------------------------------------------------------------------------------
 
     async def feedback(
-        self, request_id: str, *, chosen: int | None, outcome: float | None, outcome_name: str = "resolved",
-        outcome_index: int | None = None, source: str = "agent", evaluator: str | None = None,
+        self,
+        request_id: str,
+        *,
+        chosen: int | None,
+        outcome: float | None,
+        outcome_name: str = "resolved",
+        outcome_index: int | None = None,
+        source: str = "agent",
+        evaluator: str | None = None,
     ) -> FeedbackWrite:
         """Write the agent's choice and outcome for a served request to the lake.
 
@@ -316,11 +383,19 @@ class RerankService:
             InvalidRequestError: an index is out of range.
         """
         if self.recorder is None:
-            raise FeatureDisabledError("feedback is off on this server: set lake (HARVEST_LAKE) to the lake it "
-                                       "should be written to")
+            raise FeatureDisabledError(
+                "feedback is off on this server: set lake (HARVEST_LAKE) to the lake it should be written to"
+            )
         try:
-            return await self.recorder.record(request_id, chosen=chosen, outcome=outcome, outcome_name=outcome_name,
-                                              outcome_index=outcome_index, source=source, evaluator=evaluator)
+            return await self.recorder.record(
+                request_id,
+                chosen=chosen,
+                outcome=outcome,
+                outcome_name=outcome_name,
+                outcome_index=outcome_index,
+                source=source,
+                evaluator=evaluator,
+            )
         except ValueError as exc:
             raise InvalidRequestError(str(exc)) from None
 
@@ -337,19 +412,28 @@ class RerankService:
             previous = self.backend
             try:
                 backend = await asyncio.to_thread(self.loader, reference)
-            except Exception:  # noqa: BLE001 - logged; the client gets a generic message
+            except Exception:
                 logger.exception("reloading %s failed", reference)
-                raise ReloadFailedError(f"could not load {reference!r} (see the server log); "
-                                        f"{previous.info.label} keeps serving") from None
+                raise ReloadFailedError(
+                    f"could not load {reference!r} (see the server log); {previous.info.label} keeps serving"
+                ) from None
             if backend.info.cache_revision == previous.info.cache_revision:
                 backend.close()
-                return Reloaded(previous=previous.info.label, model=previous.info.label,
-                                revision=previous.info.cache_revision, changed=False)
+                return Reloaded(
+                    previous=previous.info.label,
+                    model=previous.info.label,
+                    revision=previous.info.cache_revision,
+                    changed=False,
+                )
             self.engine.swap(backend)
             if self.settings.neighbors:
                 self._build_index()
-            return Reloaded(previous=previous.info.label, model=backend.info.label,
-                            revision=backend.info.cache_revision, changed=True)
+            return Reloaded(
+                previous=previous.info.label,
+                model=backend.info.label,
+                revision=backend.info.cache_revision,
+                changed=True,
+            )
 
     async def _poll(self) -> None:
         """Reload whenever the configured alias points at another version."""
@@ -358,8 +442,10 @@ class RerankService:
         while True:
             await asyncio.sleep(self.settings.reload_poll_s)
             try:
-                version = await asyncio.to_thread(alias_version, self.settings.model, self.settings.tracking_uri)
-            except Exception:  # noqa: BLE001 - a registry outage must not stop serving
+                version = await asyncio.to_thread(
+                    alias_version, self.settings.model, self.settings.tracking_uri
+                )
+            except Exception:
                 logger.warning("polling %s failed; will retry", self.settings.model, exc_info=True)
                 continue
             if version is not None and version != self.backend.info.version:

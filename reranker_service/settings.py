@@ -13,7 +13,7 @@ Limits and what exceeding them answers:
 | ``max_candidates`` | 256 | 413 |
 | ``max_request_tokens`` | 131072 (after truncation) | 413 |
 | ``max_queue`` | 64 requests waiting | 429 + ``Retry-After`` at once |
-| the model's token budget | ``max_length`` of the artefact | truncated + a warning (422 with ``truncate=false``) |
+| the model's token budget | the artefact's ``max_length`` | cut + a warning (422 if ``truncate=false``) |
 """
 
 from __future__ import annotations
@@ -35,34 +35,66 @@ _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 class Settings:
     """How the reranker service runs."""
 
-    model: str = field(default="models:/harvest-value@champion", metadata={"help": "Model URI or local path."})
+    model: str = field(
+        default="models:/harvest-value@champion", metadata={"help": "Model URI or local path."}
+    )
     host: str = field(default="127.0.0.1", metadata={"help": "Interface to bind."})
     port: int = field(default=8765, metadata={"help": "Port to bind."})
     device: str = field(default="cpu", metadata={"help": "Torch device of the model (cpu, cuda, cuda:1)."})
     max_candidates: int = field(default=256, metadata={"help": "Most candidates one request may carry."})
     max_request_bytes: int = field(default=8 << 20, metadata={"help": "Largest request body accepted."})
-    max_request_tokens: int = field(default=131072, metadata={"help": "Most tokens one request may carry, "
-                                                              "counted after truncation to the model's budget."})
+    max_request_tokens: int = field(
+        default=131072,
+        metadata={
+            "help": "Most tokens one request may carry, counted after truncation to the model's budget."
+        },
+    )
     max_queue: int = field(default=64, metadata={"help": "Requests allowed to wait; more get 429."})
     max_batch_tokens: int = field(default=16384, metadata={"help": "Token budget of one model batch."})
     max_batch_size: int = field(default=64, metadata={"help": "Most candidates in one model batch."})
-    max_wait_ms: float = field(default=1.0, metadata={"help": "How long the batcher waits to fill a batch."})
+    max_wait_ms: float = field(
+        default=0.0,
+        metadata={
+            "help": "How long the batcher waits for more requests when "
+            "the model is idle (0: never; requests that arrive while "
+            "the model works are batched anyway)."
+        },
+    )
     cache_size: int = field(default=65536, metadata={"help": "Score-cache entries (0: off)."})
     tokenizer_workers: int = field(default=1, metadata={"help": "Threads that tokenize requests."})
-    api_keys: tuple[str, ...] = field(default=(), metadata={"help": "Bearer tokens accepted (empty: no auth)."})
-    api_keys_file: str | None = field(default=None, metadata={"help": "File with more bearer tokens, one a line."})
+    api_keys: tuple[str, ...] = field(
+        default=(), metadata={"help": "Bearer tokens accepted (empty: no auth)."}
+    )
+    api_keys_file: str | None = field(
+        default=None, metadata={"help": "File with more bearer tokens, one a line."}
+    )
     tracking_uri: str | None = field(default=None, metadata={"help": "MLflow tracking URI."})
-    reload_poll_s: float = field(default=0.0, metadata={"help": "Re-resolve a models:/NAME@ALIAS this often and "
-                                                        "swap when it moved (0: only POST /admin/reload)."})
-    lake: str | None = field(default=None, metadata={"help": "Lake URI: feedback is written there, and the "
-                                                     "neighbour index is built from it."})
+    reload_poll_s: float = field(
+        default=0.0,
+        metadata={
+            "help": "Re-resolve a models:/NAME@ALIAS this often and "
+            "swap when it moved (0: only POST /admin/reload)."
+        },
+    )
+    lake: str | None = field(
+        default=None,
+        metadata={"help": "Lake URI: feedback is written there, and the neighbour index is built from it."},
+    )
     feedback_window: int = field(default=10000, metadata={"help": "Served requests remembered for feedback."})
-    neighbors: bool = field(default=False, metadata={"help": "Build a faiss index of the lake's candidates at "
-                                                     "start-up, for return_neighbors."})
-    index_version: int | None = field(default=None, metadata={"help": "Pin the index to this version of the "
-                                                              "candidates table (default: the latest at start-up)."})
+    neighbors: bool = field(
+        default=False,
+        metadata={"help": "Build a faiss index of the lake's candidates at start-up, for return_neighbors."},
+    )
+    index_version: int | None = field(
+        default=None,
+        metadata={
+            "help": "Pin the index to this version of the candidates table (default: the latest at start-up)."
+        },
+    )
     index_dir: str | None = field(default=None, metadata={"help": "Keep built indexes here and reuse them."})
-    neighbors_k: int = field(default=5, metadata={"help": "Neighbours returned when return_neighbors is true."})
+    neighbors_k: int = field(
+        default=5, metadata={"help": "Neighbours returned when return_neighbors is true."}
+    )
 
     def __post_init__(self) -> None:
         problems = []
@@ -70,8 +102,17 @@ class Settings:
             problems.append("model must name a model URI or path")
         if not 0 < self.port < 65536:
             problems.append(f"port must be in 1..65535, got {self.port}")
-        for name in ("max_candidates", "max_request_bytes", "max_request_tokens", "max_queue", "max_batch_tokens",
-                     "max_batch_size", "tokenizer_workers", "feedback_window", "neighbors_k"):
+        for name in (
+            "max_candidates",
+            "max_request_bytes",
+            "max_request_tokens",
+            "max_queue",
+            "max_batch_tokens",
+            "max_batch_size",
+            "tokenizer_workers",
+            "feedback_window",
+            "neighbors_k",
+        ):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("max_wait_ms", "reload_poll_s", "cache_size"):
@@ -110,7 +151,9 @@ class Settings:
                 continue
             if name not in hints:
                 raise ValueError(f"unknown setting {name!r}")
-            values[name] = _parse(hints[name], value, f"--{name.replace('_', '-')}") if isinstance(value, str) else value
+            values[name] = (
+                _parse(hints[name], value, f"--{name.replace('_', '-')}") if isinstance(value, str) else value
+            )
             origin.pop(name, None)
         try:
             return cls(**values)

@@ -32,10 +32,24 @@ from deltalake import Field
 
 from trajectory_lake._hashing import content_sha256, stable_id
 from trajectory_lake.lake import Lake, conform
-from trajectory_lake.records import CANDIDATE_KINDS, make_candidate, make_outcome, make_run, make_task, make_trajectory
+from trajectory_lake.records import (
+    CANDIDATE_KINDS,
+    make_candidate,
+    make_outcome,
+    make_run,
+    make_task,
+    make_trajectory,
+)
 from trajectory_lake.schema import KEYS, schema_of
 
-__all__ = ["SERVED_HARNESS", "Feedback", "FeedbackWrite", "ServedCandidate", "feedback_rows", "write_feedback"]
+__all__ = [
+    "SERVED_HARNESS",
+    "Feedback",
+    "FeedbackWrite",
+    "ServedCandidate",
+    "feedback_rows",
+    "write_feedback",
+]
 
 SERVED_HARNESS = "harvest-reranker"
 _ORDER = ("runs", "tasks", "trajectories", "candidates", "outcomes", "rerank_events")
@@ -96,7 +110,9 @@ class Feedback:
         problems = []
         n = len(self.candidates)
         if not (len(self.values) == len(self.scores) == n):
-            problems.append(f"values ({len(self.values)}) and scores ({len(self.scores)}) must match the {n} candidates")
+            problems.append(
+                f"values ({len(self.values)}) and scores ({len(self.scores)}) must match the {n} candidates"
+            )
         for name in ("chosen", "outcome_index"):
             index = getattr(self, name)
             if index is not None and not 0 <= index < n:
@@ -120,8 +136,16 @@ class Feedback:
     @property
     def event_id(self) -> str:
         """Content-addressed id of this event: the same feedback twice is the same event."""
-        return stable_id("rerank_event", self.request_id, self.chosen, self.outcome_name, self.outcome_value,
-                         self.target if self.outcome_value is not None else None, self.source, self.evaluator)
+        return stable_id(
+            "rerank_event",
+            self.request_id,
+            self.chosen,
+            self.outcome_name,
+            self.outcome_value,
+            self.target if self.outcome_value is not None else None,
+            self.source,
+            self.evaluator,
+        )
 
 
 @dataclass(frozen=True)
@@ -156,7 +180,13 @@ def resolve_task_id(lake: Lake, client_id: str | None, prompt: str) -> tuple[str
         same = tasks.filter(pl.col("task_id") == client_id).select("task_id").head(1).collect()
         if same.height:
             return client_id, True
-        same = tasks.filter(pl.col("instance_id") == client_id).select("task_id").sort("task_id").head(1).collect()
+        same = (
+            tasks.filter(pl.col("instance_id") == client_id)
+            .select("task_id")
+            .sort("task_id")
+            .head(1)
+            .collect()
+        )
         if same.height:
             return same.item(0, 0), True
     return served_task_id(client_id, prompt), False
@@ -166,22 +196,45 @@ def feedback_rows(feedback: Feedback, *, ingest_id: str) -> dict[str, list[dict[
     """The rows of ``feedback`` per table (pure: no lake access), provenance columns included."""
     now = feedback.recorded_at
     run = make_run(name="served", harness=SERVED_HARNESS)
-    task = make_task(task_id=feedback.task_id, domain=feedback.domain, prompt=feedback.prompt,
-                     metadata={"served_request": feedback.request_id})
+    task = make_task(
+        task_id=feedback.task_id,
+        domain=feedback.domain,
+        prompt=feedback.prompt,
+        metadata={"served_request": feedback.request_id},
+    )
     trajectories, candidates = [], []
     for c in feedback.candidates:
-        trajectory = make_trajectory(run=run, task_id=feedback.task_id, domain=feedback.domain, source_format="rerank",
-                                     source_uri=f"rerank:{feedback.request_id}", source_sha256=None,
-                                     attempt=content_sha256(c.content),  # type: ignore[arg-type]  # any JSON value
-                                     n_steps=0, extra={"client_id": c.client_id} if c.client_id else None)
+        trajectory = make_trajectory(
+            run=run,
+            task_id=feedback.task_id,
+            domain=feedback.domain,
+            source_format="rerank",
+            source_uri=f"rerank:{feedback.request_id}",
+            source_sha256=None,
+            attempt=content_sha256(c.content),  # type: ignore[arg-type]  # any JSON value
+            n_steps=0,
+            extra={"client_id": c.client_id} if c.client_id else None,
+        )
         trajectories.append(trajectory)
         candidates.append(make_candidate(trajectory, kind=c.kind, content=c.content))
     outcomes = []
     if feedback.outcome_value is not None and feedback.target is not None:
-        outcome = make_outcome(candidates[feedback.target], name=feedback.outcome_name, value=feedback.outcome_value,
-                               source=feedback.source, evaluator=feedback.evaluator, recorded_at=now)
-        outcome["outcome_id"] = stable_id("outcome", outcome["candidate_id"], feedback.outcome_name, feedback.source,
-                                          feedback.evaluator, feedback.request_id)
+        outcome = make_outcome(
+            candidates[feedback.target],
+            name=feedback.outcome_name,
+            value=feedback.outcome_value,
+            source=feedback.source,
+            evaluator=feedback.evaluator,
+            recorded_at=now,
+        )
+        outcome["outcome_id"] = stable_id(
+            "outcome",
+            outcome["candidate_id"],
+            feedback.outcome_name,
+            feedback.source,
+            feedback.evaluator,
+            feedback.request_id,
+        )
         outcomes.append(outcome)
     event = {
         "request_id": feedback.request_id,
@@ -201,8 +254,13 @@ def feedback_rows(feedback: Feedback, *, ingest_id: str) -> dict[str, list[dict[
         "recorded_at": now,
     }
     provenance = {"ingest_id": ingest_id, "ingested_at": now}
-    rows = {"runs": [run], "tasks": [task], "trajectories": trajectories, "candidates": candidates,
-            "outcomes": outcomes}
+    rows = {
+        "runs": [run],
+        "tasks": [task],
+        "trajectories": trajectories,
+        "candidates": candidates,
+        "outcomes": outcomes,
+    }
     out = {table: [{**r, **provenance} for r in table_rows] for table, table_rows in rows.items()}
     out["rerank_events"] = [event]
     return out
@@ -237,21 +295,27 @@ def write_feedback(lake: Lake, feedback: Feedback) -> FeedbackWrite:
     lake.create()
     _add_missing_columns(lake, "rerank_events")
     rows = feedback_rows(feedback, ingest_id=stable_id("feedback", feedback.request_id, feedback.event_id))
-    metadata = {"harvest.operation": "feedback", "harvest.request_id": feedback.request_id,
-                "harvest.event_id": feedback.event_id}
+    metadata = {
+        "harvest.operation": "feedback",
+        "harvest.request_id": feedback.request_id,
+        "harvest.event_id": feedback.event_id,
+    }
     written: dict[str, int] = {}
     for table in _ORDER:
         table_rows = _unique(table, rows[table])
         if not table_rows:
             written[table] = 0
             continue
-        keys = pl.DataFrame({k: [r[k] for r in table_rows] for k in KEYS[table]},
-                            schema={k: pl.String for k in KEYS[table]})
+        keys = pl.DataFrame(
+            {k: [r[k] for r in table_rows] for k in KEYS[table]}, schema={k: pl.String for k in KEYS[table]}
+        )
         present = {tuple(r) for r in lake.existing_keys(table, keys).iter_rows()}
         new = [r for r in table_rows if tuple(r[k] for k in KEYS[table]) not in present]
         if new:
             lake.append(table, conform(table, new), metadata=metadata)
         written[table] = len(new)
-    return FeedbackWrite(event_id=feedback.event_id, rows=written,
-                         candidate_ids=[c["candidate_id"] for c in rows["candidates"]])
-
+    return FeedbackWrite(
+        event_id=feedback.event_id,
+        rows=written,
+        candidate_ids=[c["candidate_id"] for c in rows["candidates"]],
+    )

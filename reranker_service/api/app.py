@@ -20,11 +20,18 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from reranker_service.api.errors import error_body, install_error_handlers
 from reranker_service.api.routes import public, router
 from reranker_service.backends import Backend, ValueModelBackend
+from reranker_service.exceptions import OverloadedError
 from reranker_service.metrics import ServiceMetrics
 from reranker_service.service import RerankService
 from reranker_service.settings import Settings, load_api_keys
 
-__all__ = ["BodyLimitMiddleware", "JsonByDefaultMiddleware", "MetricsMiddleware", "create_app"]
+__all__ = [
+    "AdmissionMiddleware",
+    "BodyLimitMiddleware",
+    "JsonByDefaultMiddleware",
+    "MetricsMiddleware",
+    "create_app",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -62,12 +69,16 @@ class BodyLimitMiddleware:
             if size > self.max_bytes:
                 await self._refuse(scope, receive, send, f"request body exceeds {self.max_bytes} bytes")
                 return
-        await self.app(scope, _replay([{"type": "http.request", "body": b"".join(chunks), "more_body": False}],
-                                      receive), send)
+        await self.app(
+            scope,
+            _replay([{"type": "http.request", "body": b"".join(chunks), "more_body": False}], receive),
+            send,
+        )
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, what: str) -> None:
-        response = JSONResponse(status_code=413, content=error_body(
-            "request_too_large", f"{what}; the limit is {self.max_bytes}"))
+        response = JSONResponse(
+            status_code=413, content=error_body("request_too_large", f"{what}; the limit is {self.max_bytes}")
+        )
         await response(scope, receive, send)
 
 
@@ -96,9 +107,41 @@ class JsonByDefaultMiddleware:
         if scope["type"] == "http" and scope["method"] == "POST":
             headers = scope["headers"]
             content_type = next((v for k, v in headers if k == b"content-type"), b"")
-            if not content_type or content_type.startswith((b"application/x-www-form-urlencoded", b"text/plain")):
-                scope = {**scope, "headers": [*(h for h in headers if h[0] != b"content-type"),
-                                              (b"content-type", b"application/json")]}
+            if not content_type or content_type.startswith(
+                (b"application/x-www-form-urlencoded", b"text/plain")
+            ):
+                scope = {
+                    **scope,
+                    "headers": [
+                        *(h for h in headers if h[0] != b"content-type"),
+                        (b"content-type", b"application/json"),
+                    ],
+                }
+        await self.app(scope, receive, send)
+
+
+class AdmissionMiddleware:
+    """Answers 429 (with ``Retry-After``) to scoring requests while the engine's queue is full, before
+    their body is read or parsed: under overload, refusing must stay cheap."""
+
+    def __init__(self, app: ASGIApp, *, paths: set[str]) -> None:
+        self.app = app
+        self.paths = paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] in self.paths:
+            engine = getattr(scope["app"].state, "engine", None)
+            if engine is not None and engine.ready:
+                try:
+                    engine.check_admission()
+                except OverloadedError as exc:
+                    response = JSONResponse(
+                        status_code=429,
+                        content=error_body("overloaded", str(exc)),
+                        headers={"Retry-After": str(max(1, round(exc.retry_after)))},
+                    )
+                    await response(scope, receive, send)
+                    return
         await self.app(scope, receive, send)
 
 
@@ -148,8 +191,9 @@ def create_app(
     Raises:
         ValueError: ``settings.api_keys_file`` cannot be read.
     """
-    load = loader or (lambda ref: ValueModelBackend.load(ref, tracking_uri=settings.tracking_uri,
-                                                         device=settings.device))
+    load = loader or (
+        lambda ref: ValueModelBackend.load(ref, tracking_uri=settings.tracking_uri, device=settings.device)
+    )
     metrics = ServiceMetrics()
 
     @asynccontextmanager
@@ -174,7 +218,10 @@ def create_app(
     app.include_router(public)
     app.include_router(router)
     app.add_middleware(JsonByDefaultMiddleware)
+    app.add_middleware(AdmissionMiddleware, paths={"/v1/rerank", "/v2/rerank", "/rerank"})
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
-    known = {path for r in (*public.routes, *router.routes) if isinstance(path := getattr(r, "path", None), str)}
+    known = {
+        path for r in (*public.routes, *router.routes) if isinstance(path := getattr(r, "path", None), str)
+    }
     app.add_middleware(MetricsMiddleware, metrics=metrics, routes=known)
     return app

@@ -7,7 +7,6 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from reranker_service.exceptions import (
@@ -46,12 +45,17 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
-        return JSONResponse(status_code=422, content=error_body("invalid_request", _describe(errors), detail=errors))
+        return JSONResponse(
+            status_code=422, content=error_body("invalid_request", _describe(errors), detail=errors)
+        )
 
     @app.exception_handler(OverloadedError)
     async def overloaded(request: Request, exc: OverloadedError) -> JSONResponse:
-        return JSONResponse(status_code=429, content=error_body("overloaded", str(exc)),
-                            headers={"Retry-After": str(max(1, round(exc.retry_after)))})
+        return JSONResponse(
+            status_code=429,
+            content=error_body("overloaded", str(exc)),
+            headers={"Retry-After": str(max(1, round(exc.retry_after)))},
+        )
 
     @app.exception_handler(InvalidRequestError)
     async def cannot_serve(request: Request, exc: InvalidRequestError) -> JSONResponse:
@@ -71,12 +75,17 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(EngineNotReadyError)
     async def not_ready(request: Request, exc: EngineNotReadyError) -> JSONResponse:
-        return JSONResponse(status_code=503, content=error_body("not_ready", str(exc)), headers={"Retry-After": "1"})
+        return JSONResponse(
+            status_code=503, content=error_body("not_ready", str(exc)), headers={"Retry-After": "1"}
+        )
 
     @app.exception_handler(UnauthorizedError)
     async def unauthorized(request: Request, exc: UnauthorizedError) -> JSONResponse:
-        return JSONResponse(status_code=401, content=error_body("unauthorized", str(exc)),
-                            headers={"WWW-Authenticate": "Bearer"})
+        return JSONResponse(
+            status_code=401,
+            content=error_body("unauthorized", str(exc)),
+            headers={"WWW-Authenticate": "Bearer"},
+        )
 
     @app.exception_handler(ScoringFailedError)
     async def scoring_failed(request: Request, exc: ScoringFailedError) -> JSONResponse:
@@ -86,8 +95,11 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         kinds = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}
-        return JSONResponse(status_code=exc.status_code, content=error_body(kinds.get(exc.status_code, "http_error"),
-                            str(exc.detail)), headers=getattr(exc, "headers", None))
+        return JSONResponse(
+            status_code=exc.status_code,
+            content=error_body(kinds.get(exc.status_code, "http_error"), str(exc.detail)),
+            headers=getattr(exc, "headers", None),
+        )
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:

@@ -52,7 +52,9 @@ CLIENT_CLOSED = 499  # nginx's status for "the client closed the connection firs
 _bearer = HTTPBearer(auto_error=False)
 
 
-async def authorize(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> None:  # noqa: B008
+async def authorize(
+    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)
+) -> None:
     """Require ``Authorization: Bearer <key>`` when the app has keys (constant-time comparison)."""
     keys: tuple[str, ...] = request.app.state.api_keys
     if not keys:
@@ -113,19 +115,34 @@ def _headers(response: Response, ranking: Ranking) -> None:
     response.headers["X-Compute-Tokens"] = str(ranking.result.n_tokens)
 
 
-@router.post("/v1/rerank", response_model=RerankResponse, response_model_exclude_none=False,
-             summary="Score and rank the candidates of one task (native shape).")
+@router.post(
+    "/v1/rerank",
+    response_model=RerankResponse,
+    response_model_exclude_none=False,
+    summary="Score and rank the candidates of one task (native shape).",
+)
 async def rerank(body: RerankRequest, request: Request, response: Response) -> RerankResponse | Response:
     _check_size(len(body.candidates), request)
     service = service_of(request)
     k = service.settings.neighbors_k if body.return_neighbors is True else int(body.return_neighbors)
     try:
-        ranking = await unless_disconnected(request, service.rerank(
-            body.task.prompt, [c.content for c in body.candidates], request_id=request.headers.get("x-request-id"),
-            kinds=[c.kind for c in body.candidates], ids=[c.id for c in body.candidates],
-            context=steps_of_messages([m.model_dump() for m in body.context]), task_id=body.task.id,
-            domain=body.task.domain, top_n=body.top_n, neighbors=k, truncate=body.truncate,
-            max_tokens_per_candidate=body.max_tokens_per_candidate))
+        ranking = await unless_disconnected(
+            request,
+            service.rerank(
+                body.task.prompt,
+                [c.content for c in body.candidates],
+                request_id=request.headers.get("x-request-id"),
+                kinds=[c.kind for c in body.candidates],
+                ids=[c.id for c in body.candidates],
+                context=steps_of_messages([m.model_dump() for m in body.context]),
+                task_id=body.task.id,
+                domain=body.task.domain,
+                top_n=body.top_n,
+                neighbors=k,
+                truncate=body.truncate,
+                max_tokens_per_candidate=body.max_tokens_per_candidate,
+            ),
+        )
     except _Disconnected:
         return Response(status_code=CLIENT_CLOSED)
     result = ranking.result
@@ -133,19 +150,36 @@ async def rerank(body: RerankRequest, request: Request, response: Response) -> R
     results = []
     for position, i in enumerate(shown):
         found = ranking.neighbors[position] if ranking.neighbors is not None else None
-        results.append(RerankResult(
-            index=i, id=body.candidates[i].id, score=float(result.scores[i]), value=float(result.values[i]),
-            rank=position + 1, truncated=result.truncated[i],
-            neighbors=[Neighbor(**n.__dict__) for n in found] if found is not None else None))
+        results.append(
+            RerankResult(
+                index=i,
+                id=body.candidates[i].id,
+                score=float(result.scores[i]),
+                value=float(result.values[i]),
+                rank=position + 1,
+                truncated=result.truncated[i],
+                neighbors=[Neighbor(**n.__dict__) for n in found] if found is not None else None,
+            )
+        )
     _headers(response, ranking)
     return RerankResponse(
-        id=ranking.request_id, model=result.model.label, results=results,
-        usage=Usage(candidates=len(body.candidates), tokens=result.n_tokens, cached=result.cached,
-                    truncated=sum(result.truncated), duration_ms=ranking.duration_ms),
-        warnings=ranking.warnings)
+        id=ranking.request_id,
+        model=result.model.label,
+        results=results,
+        usage=Usage(
+            candidates=len(body.candidates),
+            tokens=result.n_tokens,
+            cached=result.cached,
+            truncated=sum(result.truncated),
+            duration_ms=ranking.duration_ms,
+        ),
+        warnings=ranking.warnings,
+    )
 
 
-async def _cohere(body: CohereRerankRequest, request: Request, response: Response) -> CohereRerankResponse | Response:
+async def _cohere(
+    body: CohereRerankRequest, request: Request, response: Response
+) -> CohereRerankResponse | Response:
     texts = body.document_texts()
     _check_size(len(texts), request)
     warnings = []
@@ -155,18 +189,32 @@ async def _cohere(body: CohereRerankRequest, request: Request, response: Respons
         warnings.append("rank_fields is ignored: each document's text is scored")
     side = (body.truncation_direction or "right").lower()
     try:
-        ranking = await unless_disconnected(request, service_of(request).rerank(
-            body.query, texts, request_id=request.headers.get("x-request-id"), top_n=body.top_n,
-            truncate=body.truncate is not False, max_tokens_per_candidate=body.max_tokens_per_doc,
-            truncation_side="left" if side == "left" else "right"))
+        ranking = await unless_disconnected(
+            request,
+            service_of(request).rerank(
+                body.query,
+                texts,
+                request_id=request.headers.get("x-request-id"),
+                top_n=body.top_n,
+                truncate=body.truncate is not False,
+                max_tokens_per_candidate=body.max_tokens_per_doc,
+                truncation_side="left" if side == "left" else "right",
+            ),
+        )
     except _Disconnected:
         return Response(status_code=CLIENT_CLOSED)
     result = ranking.result
     raw = bool(body.raw_scores) or body.use_activation is False
     echo = bool(body.return_documents or body.return_text)
     shown = ranking.order[: body.top_n] if body.top_n is not None else ranking.order
-    results = [CohereResult(index=i, relevance_score=float(result.values[i] if raw else result.scores[i]),
-                            document={"text": texts[i]} if echo else None) for i in shown]
+    results = [
+        CohereResult(
+            index=i,
+            relevance_score=float(result.final[i] if raw else result.scores[i]),
+            document={"text": texts[i]} if echo else None,
+        )
+        for i in shown
+    ]
     _headers(response, ranking)
     meta: dict[str, Any] = {
         "api_version": {"version": "2"},
@@ -177,49 +225,90 @@ async def _cohere(body: CohereRerankRequest, request: Request, response: Respons
     return CohereRerankResponse(id=ranking.request_id, results=results, meta=meta, model=result.model.label)
 
 
-@router.post("/v2/rerank", response_model=CohereRerankResponse, response_model_exclude_none=True,
-             summary="Cohere-compatible rerank (TEI field names accepted).")
+@router.post(
+    "/v2/rerank",
+    response_model=CohereRerankResponse,
+    response_model_exclude_none=True,
+    summary="Cohere-compatible rerank (TEI field names accepted).",
+)
 async def rerank_cohere(body: CohereRerankRequest, request: Request, response: Response) -> Any:  # noqa: ANN401
     return await _cohere(body, request, response)
 
 
-@router.post("/rerank", response_model=CohereRerankResponse, response_model_exclude_none=True,
-             summary="Same as /v2/rerank (the path TEI and Infinity clients call).")
+@router.post(
+    "/rerank",
+    response_model=CohereRerankResponse,
+    response_model_exclude_none=True,
+    summary="Same as /v2/rerank (the path TEI and Infinity clients call).",
+)
 async def rerank_tei(body: CohereRerankRequest, request: Request, response: Response) -> Any:  # noqa: ANN401
     return await _cohere(body, request, response)
 
 
-@router.post("/v1/feedback", response_model=FeedbackResponse,
-             summary="Record which candidate the agent chose and how it went (written to the lake).")
+@router.post(
+    "/v1/feedback",
+    response_model=FeedbackResponse,
+    summary="Record which candidate the agent chose and how it went (written to the lake).",
+)
 async def feedback(body: FeedbackRequest, request: Request) -> FeedbackResponse:
     outcome = body.outcome
     if isinstance(outcome, Outcome):
-        value, name, index, source, evaluator = (outcome.value, outcome.name, outcome.index, outcome.source,
-                                                 outcome.evaluator)
+        value, name, index, source, evaluator = (
+            outcome.value,
+            outcome.name,
+            outcome.index,
+            outcome.source,
+            outcome.evaluator,
+        )
     else:
         value, name, index, source, evaluator = outcome, "resolved", None, "agent", None
-    written = await service_of(request).feedback(body.request_id, chosen=body.chosen_index, outcome=value,
-                                                 outcome_name=name, outcome_index=index, source=source,
-                                                 evaluator=evaluator)
-    return FeedbackResponse(request_id=body.request_id, event_id=written.event_id, rows=written.rows,
-                            candidate_ids=written.candidate_ids)
+    written = await service_of(request).feedback(
+        body.request_id,
+        chosen=body.chosen_index,
+        outcome=value,
+        outcome_name=name,
+        outcome_index=index,
+        source=source,
+        evaluator=evaluator,
+    )
+    return FeedbackResponse(
+        request_id=body.request_id,
+        event_id=written.event_id,
+        rows=written.rows,
+        candidate_ids=written.candidate_ids,
+    )
 
 
 @router.get("/v1/models", response_model=ModelList, summary="The served model and its capabilities.")
 async def models(request: Request) -> ModelList:
     service = service_of(request)
     info = service.backend.info
-    return ModelList(data=[ModelCard(id=info.label, name=info.name, version=info.version, uri=info.uri,
-                                     revision=info.cache_revision, capabilities=info.capabilities,
-                                     neighbors=service.index_status())])
+    return ModelList(
+        data=[
+            ModelCard(
+                id=info.label,
+                name=info.name,
+                version=info.version,
+                uri=info.uri,
+                revision=info.cache_revision,
+                capabilities=info.capabilities,
+                neighbors=service.index_status(),
+            )
+        ]
+    )
 
 
-@router.post("/admin/reload", response_model=ReloadResponse,
-             summary="Load a model (default: the configured reference again) and swap it in; in-flight "
-                     "requests finish on the old one.")
+@router.post(
+    "/admin/reload",
+    response_model=ReloadResponse,
+    summary="Load a model (default: the configured reference again) and swap it in; in-flight "
+    "requests finish on the old one.",
+)
 async def reload(request: Request, body: ReloadRequest | None = None) -> ReloadResponse:
     done = await service_of(request).reload(body.model if body else None)
-    return ReloadResponse(previous=done.previous, model=done.model, revision=done.revision, changed=done.changed)
+    return ReloadResponse(
+        previous=done.previous, model=done.model, revision=done.revision, changed=done.changed
+    )
 
 
 @router.get("/metrics", summary="Prometheus metrics.", response_class=Response)

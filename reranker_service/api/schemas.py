@@ -35,11 +35,16 @@ __all__ = [
 
 MAX_NEIGHBORS = 50
 
-_PATCH_A = ("diff --git a/django/core/validators.py b/django/core/validators.py\n--- a/django/core/validators.py\n"
-            "+++ b/django/core/validators.py\n@@ -10 +10 @@\n-    regex = r'^[\\w.@+-]+$'\n+    regex = r'^[\\w.@+-]+\\Z'\n")
-_PATCH_B = ("diff --git a/django/contrib/auth/validators.py b/django/contrib/auth/validators.py\n"
-            "--- a/django/contrib/auth/validators.py\n+++ b/django/contrib/auth/validators.py\n@@ -10 +10 @@\n"
-            "-    regex = r'^[\\w.@+-]+$'\n+    regex = r'\\A[\\w.@+-]+\\Z'\n")
+_PATCH_A = (
+    "diff --git a/django/core/validators.py b/django/core/validators.py\n--- a/django/core/validators.py\n"
+    "+++ b/django/core/validators.py\n@@ -10 +10 @@\n"
+    "-    regex = r'^[\\w.@+-]+$'\n+    regex = r'^[\\w.@+-]+\\Z'\n"
+)
+_PATCH_B = (
+    "diff --git a/django/contrib/auth/validators.py b/django/contrib/auth/validators.py\n"
+    "--- a/django/contrib/auth/validators.py\n+++ b/django/contrib/auth/validators.py\n@@ -10 +10 @@\n"
+    "-    regex = r'^[\\w.@+-]+$'\n+    regex = r'\\A[\\w.@+-]+\\Z'\n"
+)
 _ISSUE = "UsernameValidator allows trailing newline in usernames"
 
 # -- native -------------------------------------------------------------------------------------------
@@ -50,8 +55,11 @@ class Task(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     prompt: str = Field(min_length=1, description="The task statement (issue text, user request).")
-    id: str | None = Field(default=None, description="Your id for the task (e.g. a SWE-bench instance id); "
-                                                     "feedback uses it to find the task in the lake.")
+    id: str | None = Field(
+        default=None,
+        description="Your id for the task (e.g. a SWE-bench instance id); "
+        "feedback uses it to find the task in the lake.",
+    )
     domain: str | None = Field(default=None, description="swe, web, assistant, ...")
 
 
@@ -61,11 +69,13 @@ class Message(BaseModel):
     model_config = ConfigDict(extra="ignore")
     role: str = Field(min_length=1, description="system, user, assistant or tool.")
     content: str | list[Any] | None = Field(default=None, description="Text, or OpenAI content parts.")
-    tool_calls: list[dict[str, Any]] | None = Field(default=None, description="OpenAI tool calls of an assistant "
-                                                                              "message.")
+    tool_calls: list[dict[str, Any]] | None = Field(
+        default=None, description="OpenAI tool calls of an assistant message."
+    )
     tool_call_id: str | None = None
-    reasoning: str | None = Field(default=None, description="The model's reasoning, if the model was trained "
-                                                            "with it.")
+    reasoning: str | None = Field(
+        default=None, description="The model's reasoning, if the model was trained with it."
+    )
     is_error: bool | None = Field(default=None, description="A tool result that is an error.")
 
 
@@ -89,10 +99,25 @@ class RerankRequest(BaseModel):
                     "task": {"prompt": _ISSUE, "id": "django__django-11099", "domain": "swe"},
                     "context": [
                         {"role": "user", "content": _ISSUE},
-                        {"role": "assistant", "content": "Let me find the validator.",
-                         "tool_calls": [{"id": "c1", "type": "function", "function": {
-                             "name": "bash", "arguments": "{\"command\": \"grep -rn UsernameValidator\"}"}}]},
-                        {"role": "tool", "tool_call_id": "c1", "content": "django/contrib/auth/validators.py:9"},
+                        {
+                            "role": "assistant",
+                            "content": "Let me find the validator.",
+                            "tool_calls": [
+                                {
+                                    "id": "c1",
+                                    "type": "function",
+                                    "function": {
+                                        "name": "bash",
+                                        "arguments": '{"command": "grep -rn UsernameValidator"}',
+                                    },
+                                }
+                            ],
+                        },
+                        {
+                            "role": "tool",
+                            "tool_call_id": "c1",
+                            "content": "django/contrib/auth/validators.py:9",
+                        },
                     ],
                     "candidates": [
                         {"id": "a", "kind": "patch", "content": _PATCH_A},
@@ -105,16 +130,25 @@ class RerankRequest(BaseModel):
         },
     )
     task: Task
-    context: list[Message] = Field(default_factory=list, description="The trajectory so far (oldest first); "
-                                   "middle steps are dropped first when the token budget is short.")
+    context: list[Message] = Field(
+        default_factory=list,
+        description="The trajectory so far (oldest first); "
+        "middle steps are dropped first when the token budget is short.",
+    )
     candidates: list[Candidate] = Field(min_length=1, description="The candidates, in your order.")
     top_n: int | None = Field(default=None, ge=1, description="Return only the best N results.")
-    return_neighbors: bool | int = Field(default=False, description="true, or how many (1-50): the most similar "
-                                         "historical candidates of each result, with their outcomes.")
-    truncate: bool = Field(default=True, description="false: refuse (422) inputs over the model's token budget "
-                                                     "instead of cutting them.")
-    max_tokens_per_candidate: int | None = Field(default=None, ge=1, description="Cut each candidate to this "
-                                                 "many tokens (its head) before scoring.")
+    return_neighbors: bool | int = Field(
+        default=False,
+        description="true, or how many (1-50): the most similar "
+        "historical candidates of each result, with their outcomes.",
+    )
+    truncate: bool = Field(
+        default=True,
+        description="false: refuse (422) inputs over the model's token budget instead of cutting them.",
+    )
+    max_tokens_per_candidate: int | None = Field(
+        default=None, ge=1, description="Cut each candidate to this many tokens (its head) before scoring."
+    )
 
     @model_validator(mode="after")
     def _neighbors_in_range(self) -> RerankRequest:
@@ -140,11 +174,15 @@ class RerankResult(BaseModel):
     index: int = Field(description="Position of the candidate in the request.")
     id: str | None = Field(default=None, description="The candidate's id, if the request gave one.")
     score: float = Field(description="Calibrated probability that the candidate succeeds.")
-    value: float = Field(description="The model's raw head output.")
+    value: float = Field(
+        description="The model's raw head output for this candidate alone (with a joint "
+        "scorer, results are ranked by its value over the whole set)."
+    )
     rank: int = Field(description="1 for the best candidate.")
     truncated: bool = Field(default=False, description="Its input was cut to the model's token budget.")
-    neighbors: list[Neighbor] | None = Field(default=None, exclude_if=lambda v: v is None,
-                                             description="With return_neighbors (absent otherwise).")
+    neighbors: list[Neighbor] | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="With return_neighbors (absent otherwise)."
+    )
 
 
 class Usage(BaseModel):
@@ -160,13 +198,43 @@ class Usage(BaseModel):
 class RerankResponse(BaseModel):
     """The ranking."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{
-        "id": "rr-3f0c...", "model": "harvest-value/3",
-        "results": [{"index": 1, "id": "b", "score": 0.71, "value": 0.93, "rank": 1, "truncated": False,
-                     "neighbors": [{"candidate_id": "b2:9a...", "task_id": "swe-bench/django__django-11099",
-                                    "kind": "patch", "similarity": 0.94, "outcomes": {"resolved": 1.0}}]}],
-        "usage": {"candidates": 2, "tokens": 412, "cached": 0, "truncated": 0, "duration_ms": 38.2},
-        "warnings": []}]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "rr-3f0c...",
+                    "model": "harvest-value/3",
+                    "results": [
+                        {
+                            "index": 1,
+                            "id": "b",
+                            "score": 0.71,
+                            "value": 0.93,
+                            "rank": 1,
+                            "truncated": False,
+                            "neighbors": [
+                                {
+                                    "candidate_id": "b2:9a...",
+                                    "task_id": "swe-bench/django__django-11099",
+                                    "kind": "patch",
+                                    "similarity": 0.94,
+                                    "outcomes": {"resolved": 1.0},
+                                }
+                            ],
+                        }
+                    ],
+                    "usage": {
+                        "candidates": 2,
+                        "tokens": 412,
+                        "cached": 0,
+                        "truncated": 0,
+                        "duration_ms": 38.2,
+                    },
+                    "warnings": [],
+                }
+            ]
+        }
+    )
     id: str = Field(description="Request id (also in the X-Request-ID header); send it to /v1/feedback.")
     model: str
     results: list[RerankResult]
@@ -189,10 +257,12 @@ class CohereRerankRequest(BaseModel):
 
     model_config = ConfigDict(
         extra="allow",
-        json_schema_extra={"examples": [
-            {"model": "rerank-v3.5", "query": _ISSUE, "documents": [_PATCH_A, _PATCH_B], "top_n": 1},
-            {"query": _ISSUE, "texts": [_PATCH_A, _PATCH_B], "raw_scores": False, "return_text": True},
-        ]},
+        json_schema_extra={
+            "examples": [
+                {"model": "rerank-v3.5", "query": _ISSUE, "documents": [_PATCH_A, _PATCH_B], "top_n": 1},
+                {"query": _ISSUE, "texts": [_PATCH_A, _PATCH_B], "raw_scores": False, "return_text": True},
+            ]
+        },
     )
     model: str | None = Field(default=None, description="Accepted and echoed; the served model answers.")
     query: str = Field(min_length=1, description="The task statement.")
@@ -201,12 +271,20 @@ class CohereRerankRequest(BaseModel):
     top_n: int | None = Field(default=None, ge=1)
     return_documents: bool | None = Field(default=None, description="Echo each document in its result.")
     return_text: bool | None = Field(default=None, description="TEI's name for return_documents.")
-    max_tokens_per_doc: int | None = Field(default=None, ge=1, description="Cut each document to this many "
-                                           "tokens first (its head, or its tail with truncation_direction=left).")
-    raw_scores: bool | None = Field(default=None, description="TEI: relevance_score is the raw value, not the "
-                                    "calibrated probability.")
+    max_tokens_per_doc: int | None = Field(
+        default=None,
+        ge=1,
+        description="Cut each document to this many "
+        "tokens first (its head, or its tail with truncation_direction=left).",
+    )
+    raw_scores: bool | None = Field(
+        default=None,
+        description="TEI: relevance_score is the value ranked by (a logit), not the calibrated probability.",
+    )
     use_activation: bool | None = Field(default=None, description="vLLM: false is raw_scores=true.")
-    truncate: bool | None = Field(default=None, description="TEI: false refuses inputs over the model's budget.")
+    truncate: bool | None = Field(
+        default=None, description="TEI: false refuses inputs over the model's budget."
+    )
     truncation_direction: Literal["left", "right", "Left", "Right"] | None = Field(default=None)
     rank_fields: list[str] | None = Field(default=None, description="Cohere v1; only text is scored.")
     max_chunks_per_doc: int | None = Field(default=None, description="Cohere v1; ignored (no chunking).")
@@ -252,7 +330,9 @@ class Outcome(BaseModel):
     model_config = ConfigDict(extra="forbid")
     value: float = Field(description="resolved: 1.0 or 0.0; reward: any number.")
     name: str = Field(default="resolved", min_length=1, description="What the outcome measures.")
-    index: int | None = Field(default=None, ge=0, description="The candidate it is about (default: chosen_index).")
+    index: int | None = Field(
+        default=None, ge=0, description="The candidate it is about (default: chosen_index)."
+    )
     source: str = Field(default="agent", min_length=1, description="Who judged it: agent, tests, human, ...")
     evaluator: str | None = Field(default=None, description="A finer name for the judge.")
 
@@ -260,22 +340,33 @@ class Outcome(BaseModel):
 class FeedbackRequest(BaseModel):
     """What the agent did with a ranking, and how it went."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
-        {"request_id": "rr-3f0c...", "chosen_index": 1, "outcome": 1.0},
-        {"request_id": "rr-3f0c...", "outcome": {"name": "resolved", "value": 0.0, "index": 0, "source": "tests"}},
-    ]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"request_id": "rr-3f0c...", "chosen_index": 1, "outcome": 1.0},
+                {
+                    "request_id": "rr-3f0c...",
+                    "outcome": {"name": "resolved", "value": 0.0, "index": 0, "source": "tests"},
+                },
+            ]
+        },
+    )
     request_id: str = Field(min_length=1, description="The id of a /v1/rerank (or /v2/rerank) response.")
     chosen_index: int | None = Field(default=None, ge=0, description="The candidate the agent went with.")
-    outcome: float | Outcome | None = Field(default=None, description="A number (resolved, for the chosen "
-                                            "candidate) or an outcome object.")
+    outcome: float | Outcome | None = Field(
+        default=None, description="A number (resolved, for the chosen candidate) or an outcome object."
+    )
 
     @model_validator(mode="after")
     def _something_to_record(self) -> FeedbackRequest:
         if self.chosen_index is None and self.outcome is None:
             raise ValueError("send chosen_index, outcome, or both")
         if isinstance(self.outcome, float) and self.chosen_index is None:
-            raise ValueError("a bare outcome is about the chosen candidate: send chosen_index, or an outcome "
-                             "object with an index")
+            raise ValueError(
+                "a bare outcome is about the chosen candidate: send chosen_index, or an outcome "
+                "object with an index"
+            )
         return self
 
 
@@ -298,7 +389,9 @@ class ModelCard(BaseModel):
     uri: str
     revision: str
     capabilities: dict[str, Any]
-    neighbors: dict[str, Any] | None = Field(default=None, description="The neighbour index, when one is loaded.")
+    neighbors: dict[str, Any] | None = Field(
+        default=None, description="The neighbour index, when one is loaded."
+    )
 
 
 class ModelList(BaseModel):

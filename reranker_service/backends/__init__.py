@@ -4,4 +4,13 @@ from reranker_service.backends.base import Backend, BackendInfo, Forwarded, Item
 from reranker_service.backends.dummy import DummyBackend
 from reranker_service.backends.value_model import ValueModelBackend
 
-__all__ = ["Backend", "BackendInfo", "DummyBackend", "Forwarded", "Item", "Prepared", "ScoreInput", "ValueModelBackend"]
+__all__ = [
+    "Backend",
+    "BackendInfo",
+    "DummyBackend",
+    "Forwarded",
+    "Item",
+    "Prepared",
+    "ScoreInput",
+    "ValueModelBackend",
+]

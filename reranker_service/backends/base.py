@@ -142,17 +142,26 @@ class Backend(ABC):
     def forward(self, items: Sequence[Item], *, embed: bool = False) -> Forwarded:
         """Raw values of ``items`` (from any requests), in order."""
 
-    def calibrate(self, values: np.ndarray) -> np.ndarray:
-        """Calibrated probabilities of raw values (default: the logistic function)."""
-        return 1.0 / (1.0 + np.exp(-values))
+    def finalize(self, candidates: Sequence[str], values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One request's final (ranking values, probabilities) from its candidates' raw values.
+
+        Runs once per request, after the score cache: a model may score a candidate set jointly
+        (value_model's combiner mixes each raw value with consensus features of the whole set), so
+        only raw values are cached per candidate. Default: the raw values and their logistic.
+        """
+        values = np.asarray(values, dtype=np.float64)
+        return values, 1.0 / (1.0 + np.exp(-values))
 
     def score(
         self, prompt: str, candidates: Sequence[str], *, context: Sequence[Mapping[str, Any]] = ()
     ) -> ScoredBatch:
         """Score one task's candidates directly (no engine, no batching across requests)."""
-        prepared = self.prepare(ScoreInput(prompt=prompt, candidates=tuple(candidates), context=tuple(context)))
+        prepared = self.prepare(
+            ScoreInput(prompt=prompt, candidates=tuple(candidates), context=tuple(context))
+        )
         values = self.forward(prepared.items).values if prepared.items else np.zeros(0)
-        return ScoredBatch(values=values, scores=self.calibrate(values), truncated=prepared.truncated)
+        final, scores = self.finalize(candidates, values)
+        return ScoredBatch(values=final, scores=scores, truncated=prepared.truncated)
 
-    def close(self) -> None:  # noqa: B027 - optional hook
+    def close(self) -> None:
         """Release what the backend holds (called when a reload replaced it and it drained)."""

@@ -30,14 +30,21 @@ class DummyBackend(Backend):
     embeds = True
 
     def __init__(self, name: str = "dummy", *, version: str = "0") -> None:
-        self.info = BackendInfo(name=name, version=version, uri=f"dummy:{name}", capabilities={"calibrated": False},
-                                revision=f"dummy:{name}:{version}")
+        self.info = BackendInfo(
+            name=name,
+            version=version,
+            uri=f"dummy:{name}",
+            capabilities={"calibrated": False},
+            revision=f"dummy:{name}:{version}",
+        )
         self.calls = 0  # forward calls
         self.items_scored = 0
 
     def prepare(self, query: ScoreInput) -> Prepared:
-        items = [Item(n_tokens=max(1, (len(query.prompt) + len(c)) // 4), payload=(query.prompt, c))
-                 for c in query.candidates]
+        items = [
+            Item(n_tokens=max(1, (len(query.prompt) + len(c)) // 4), payload=(query.prompt, c))
+            for c in query.candidates
+        ]
         return Prepared(items=items, truncated=[False] * len(items))
 
     def forward(self, items: Sequence[Item], *, embed: bool = False) -> Forwarded:
@@ -46,6 +53,8 @@ class DummyBackend(Backend):
         values = np.array([_unit(f"{p}\0{c}") * 6 - 3 for p, c in (item.payload for item in items)])
         embeddings = None
         if embed:
-            embeddings = np.array([[_unit(f"{j}\0{c}") - 0.5 for j in range(8)] for _, c in
-                                   (item.payload for item in items)], dtype=np.float32)
+            embeddings = np.array(
+                [[_unit(f"{j}\0{c}") - 0.5 for j in range(8)] for _, c in (item.payload for item in items)],
+                dtype=np.float32,
+            )
         return Forwarded(values=values, embeddings=embeddings)

@@ -67,7 +67,7 @@ def _cut(text: str, offsets: Sequence[tuple[int, int]], keep: int, side: str) ->
         return text
     if keep <= 0:
         return ""
-    return text[: offsets[keep - 1][1]] if side == "right" else text[offsets[len(offsets) - keep][0]:]
+    return text[: offsets[keep - 1][1]] if side == "right" else text[offsets[len(offsets) - keep][0] :]
 
 
 class ValueModelBackend(Backend):
@@ -90,8 +90,10 @@ class ValueModelBackend(Backend):
         causal = is_decoder(model.backbone.config)
         exact = causal and model.pooling == "last"
         if share_prefix and not exact:
-            raise ValueError("shared-prefix scoring needs a causal decoder with last-token pooling; "
-                             f"this model is {'a decoder' if causal else 'an encoder'} with {model.pooling} pooling")
+            raise ValueError(
+                "shared-prefix scoring needs a causal decoder with last-token pooling; "
+                f"this model is {'a decoder' if causal else 'an encoder'} with {model.pooling} pooling"
+            )
         self.share_prefix = exact if share_prefix is None else share_prefix
         parameters = inspect.signature(model.backbone.forward).parameters
         self._takes_positions = "position_ids" in parameters
@@ -102,7 +104,12 @@ class ValueModelBackend(Backend):
 
     @classmethod
     def load(
-        cls, model: str, *, tracking_uri: str | None = None, device: str = "cpu", share_prefix: bool | None = None
+        cls,
+        model: str,
+        *,
+        tracking_uri: str | None = None,
+        device: str = "cpu",
+        share_prefix: bool | None = None,
     ) -> ValueModelBackend:
         """Load ``models:/NAME@ALIAS``, ``models:/NAME/VERSION``, ``runs:/...`` or a local directory.
 
@@ -117,14 +124,21 @@ class ValueModelBackend(Backend):
             name=name,
             version=version,
             uri=model,
-            capabilities={"calibrated": True, "max_length": scorer.max_length, "pooling": scorer.model.pooling,
-                          "kind": scorer.info.get("kind", "patch"), "decoder": is_decoder(scorer.model.backbone.config),
-                          "embedding_dim": int(scorer.model.backbone.config.hidden_size)},
+            capabilities={
+                "calibrated": True,
+                "max_length": scorer.max_length,
+                "pooling": scorer.model.pooling,
+                "kind": scorer.info.get("kind", "patch"),
+                "decoder": is_decoder(scorer.model.backbone.config),
+                "embedding_dim": int(scorer.model.backbone.config.hidden_size),
+            },
             # a registry version is its own deployment even when its weights equal another's
             revision=artefact_revision(directory) + (f"@{name}/{version}" if version else ""),
         )
         backend = cls(scorer, info, share_prefix=share_prefix)
-        backend.info = replace(info, capabilities={**info.capabilities, "shared_prefix": backend.share_prefix})
+        backend.info = replace(
+            info, capabilities={**info.capabilities, "shared_prefix": backend.share_prefix}
+        )
         return backend
 
     # -- prepare (tokenizer threads) --------------------------------------------------------------
@@ -135,28 +149,45 @@ class ValueModelBackend(Backend):
         n = len(candidates)
         cut = [False] * n
         if query.max_tokens_per_candidate is not None:
-            offsets = tokenizer(candidates, add_special_tokens=False, return_offsets_mapping=True,
-                                truncation=False, verbose=False)["offset_mapping"]
+            offsets = tokenizer(
+                candidates,
+                add_special_tokens=False,
+                return_offsets_mapping=True,
+                truncation=False,
+                verbose=False,
+            )["offset_mapping"]
             for i, spans in enumerate(offsets):
                 if len(spans) > query.max_tokens_per_candidate:
-                    candidates[i] = _cut(candidates[i], spans, query.max_tokens_per_candidate, query.truncation_side)
+                    candidates[i] = _cut(
+                        candidates[i], spans, query.max_tokens_per_candidate, query.truncation_side
+                    )
                     cut[i] = True
         options = self.scorer.info.get("serialize", {})
         context = [dict(step) for step in query.context]
         serialized = serialize_examples(
-            tokenizer, [query.prompt] * n, candidates, max_length=self.scorer.max_length,
-            contexts=[context] * n if context else None, context_steps=int(options.get("context_steps", 8)),
+            tokenizer,
+            [query.prompt] * n,
+            candidates,
+            max_length=self.scorer.max_length,
+            contexts=[context] * n if context else None,
+            context_steps=int(options.get("context_steps", 8)),
             include_reasoning=bool(options.get("include_reasoning", False)),
         )
         if not query.truncate:
             too_long = [i for i, s in enumerate(serialized) if s.truncated]
             if too_long:
                 raise InputTooLongError(
-                    f"candidate(s) {too_long[:10]} do not fit the model's {self.scorer.max_length}-token budget "
-                    f"together with the task{' and context' if context else ''}; send truncate=true (the default) to "
-                    "cut them (task head, candidate head and tail, oldest context steps first)")
-        encoded = tokenizer([s.first for s in serialized], [s.second for s in serialized], truncation="longest_first",
-                            max_length=self.scorer.max_length)
+                    f"candidate(s) {too_long[:10]} do not fit the model's {self.scorer.max_length}-token "
+                    f"budget together with the task{' and context' if context else ''}; send truncate=true "
+                    "(the default) to "
+                    "cut them (task head, candidate head and tail, oldest context steps first)"
+                )
+        encoded = tokenizer(
+            [s.first for s in serialized],
+            [s.second for s in serialized],
+            truncation="longest_first",
+            max_length=self.scorer.max_length,
+        )
         ids: list[list[int]] = encoded["input_ids"]
         types: list[list[int]] | None = encoded.get("token_type_ids")
         groups: list[Hashable | None] = [None] * n
@@ -173,14 +204,28 @@ class ValueModelBackend(Backend):
                 if shared:
                     for i in idx:
                         groups[i], prefixes[i] = (request, g), shared
-        items = [Item(n_tokens=len(ids[i]), payload=(ids[i], types[i] if types else None), group=groups[i],
-                      prefix_len=prefixes[i]) for i in range(n)]
-        return Prepared(items=items, truncated=[s.truncated or c for s, c in zip(serialized, cut, strict=True)])
+        items = [
+            Item(
+                n_tokens=len(ids[i]),
+                payload=(ids[i], types[i] if types else None),
+                group=groups[i],
+                prefix_len=prefixes[i],
+            )
+            for i in range(n)
+        ]
+        return Prepared(
+            items=items, truncated=[s.truncated or c for s, c in zip(serialized, cut, strict=True)]
+        )
 
     # -- forward (the model thread) ---------------------------------------------------------------
 
-    def calibrate(self, values: np.ndarray) -> np.ndarray:
-        return self.scorer.calibration.apply(values)
+    def finalize(self, candidates: Sequence[str], values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        combine = getattr(self.scorer, "combine", None)  # value_model's joint scorer, when it has one
+        if combine is not None:
+            final, scores = combine(list(candidates), values)
+            return np.asarray(final, dtype=np.float64), np.asarray(scores, dtype=np.float64)
+        values = np.asarray(values, dtype=np.float64)
+        return values, self.scorer.calibration.apply(values)
 
     def forward(self, items: Sequence[Item], *, embed: bool = False) -> Forwarded:
         values = np.zeros(len(items), dtype=np.float64)
@@ -223,7 +268,9 @@ class ValueModelBackend(Backend):
         out = self.scorer.model.backbone(input_ids=ids, attention_mask=mask, **kwargs)
         return self._head(out.last_hidden_state, mask)
 
-    def _prefix_cache(self, group: Hashable, prefix: Sequence[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def _prefix_cache(
+        self, group: Hashable, prefix: Sequence[int]
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """The prefix's per-layer (keys, values), computed once per group (a group split over two
         batches reuses it)."""
         if self._prefix_memo is not None and self._prefix_memo[0] == group:
@@ -232,7 +279,9 @@ class ValueModelBackend(Backend):
         kwargs: dict[str, Any] = {}
         if self._takes_positions:
             kwargs["position_ids"] = torch.arange(ids.shape[1], device=self._device)[None]
-        out = self.scorer.model.backbone(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True, **kwargs)
+        out = self.scorer.model.backbone(
+            input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True, **kwargs
+        )
         cache = out.get("cache") if out.get("cache") is not None else out.get("past_key_values")
         if hasattr(cache, "layers"):
             layers = [(layer.keys, layer.values) for layer in cache.layers]
@@ -249,8 +298,10 @@ class ValueModelBackend(Backend):
         layers = self._prefix_cache(group, items[0].payload[0][:length])
         suffix, suffix_mask = self._pad([it.payload[0][length:] for it in items], self._pad_id)
         n, width = suffix.shape
-        cache = DynamicCache(ddp_cache_data=[(k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for k, v in layers],
-                             config=self.scorer.model.backbone.config)
+        cache = DynamicCache(
+            ddp_cache_data=[(k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for k, v in layers],
+            config=self.scorer.model.backbone.config,
+        )
         mask = torch.cat([torch.ones((n, length), dtype=torch.long, device=self._device), suffix_mask], dim=1)
         kwargs: dict[str, Any] = {self._cache_argument: cache, "use_cache": True}
         if self._takes_positions:

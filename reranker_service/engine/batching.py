@@ -93,8 +93,11 @@ def plan_batches(
     for i in order:
         suffix = lengths[i] - prefixes[i]
         new_group = groups[i] is not None and prefixes[i] > 0 and groups[i] not in seen
-        cost = (shared + (prefixes[i] if new_group else 0)
-                + (max(longest, suffix) * (len(current) + 1) if padded else total + suffix))
+        cost = (
+            shared
+            + (prefixes[i] if new_group else 0)
+            + (max(longest, suffix) * (len(current) + 1) if padded else total + suffix)
+        )
         if current and (len(current) + 1 > max_items or cost > max_tokens):
             batches.append(current)
             current, longest, total, shared, seen = [], 0, 0, 0, set()

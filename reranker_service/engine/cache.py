@@ -41,8 +41,13 @@ def prefix_digest(
         >>> prefix_digest("r1", "fix it", [], ()) == prefix_digest("r2", "fix it", [], ())
         False
     """
-    head = json.dumps([revision, list(options), list(context)], sort_keys=True, separators=(",", ":"),
-                      ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
+    head = json.dumps(
+        [revision, list(options), list(context)],
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        default=str,
+    ).encode("utf-8", "surrogatepass")
     h = hashlib.blake2b(digest_size=16)
     h.update(len(head).to_bytes(8, "big"))
     h.update(head)
@@ -56,7 +61,8 @@ def candidate_key(prefix: bytes, candidate: str) -> bytes:
 
 
 class ScoreCache:
-    """A bounded LRU map from content keys to :class:`CachedScore` (not thread-safe: the engine's loop owns it).
+    """A bounded LRU map from content keys to :class:`CachedScore` (not thread-safe: the engine's loop
+    owns it).
 
     Args:
         max_entries: capacity; 0 disables the cache.

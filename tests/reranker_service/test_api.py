@@ -290,7 +290,9 @@ class TestUnexpectedErrors:
             response = http.post("/v1/rerank", json=rerank_body(2))
 
         assert response.status_code == 500
-        assert response.json() == {"error": {"type": "internal_error", "message": "the model failed to score this request"}}
+        assert response.json() == {
+            "error": {"type": "internal_error", "message": "the model failed to score this request"}
+        }
         assert "hunter2" not in response.text
         assert "RuntimeError" not in response.text
 

@@ -32,12 +32,16 @@ class TestPlanBatches:
         lengths = [1010, 1020, 1030, 40]
         prefixes = [1000, 1000, 1000, 0]
         groups = ["req-1", "req-1", "req-1", None]
-        plan = plan_batches(lengths, max_tokens=1100, max_items=8, prefixes=prefixes, groups=groups, padded=False)
+        plan = plan_batches(
+            lengths, max_tokens=1100, max_items=8, prefixes=prefixes, groups=groups, padded=False
+        )
         assert plan == [[3, 0, 1, 2]]
         assert batch_cost(lengths, prefixes=prefixes, groups=groups, padded=False) == 1000 + 10 + 20 + 30 + 40
 
     def test_a_group_split_by_the_budget_pays_its_prefix_in_each_batch(self):
-        plan = plan_batches([150, 150, 150], max_tokens=200, max_items=8, prefixes=[100] * 3, groups=["g"] * 3)
+        plan = plan_batches(
+            [150, 150, 150], max_tokens=200, max_items=8, prefixes=[100] * 3, groups=["g"] * 3
+        )
         assert plan == [[0, 1], [2]]  # 100 + 2 x 50 fits; 100 + 3 x 50 does not
 
     def test_invalid_budgets_are_refused(self):
@@ -74,5 +78,6 @@ class TestScoreCache:
         assert base not in variants and len(set(variants)) == len(variants)
 
     def test_a_prompt_ending_like_a_candidate_starts_does_not_collide(self):
-        assert (candidate_key(prefix_digest("r", "ab", [], ()), "c")
-                != candidate_key(prefix_digest("r", "a", [], ()), "bc"))
+        assert candidate_key(prefix_digest("r", "ab", [], ()), "c") != candidate_key(
+            prefix_digest("r", "a", [], ()), "bc"
+        )

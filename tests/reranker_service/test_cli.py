@@ -29,7 +29,9 @@ def served(monkeypatch) -> list[FastAPI]:
     apps: list[FastAPI] = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: apps.append(app))
     # The command loads the model before serving; stand a dummy in for the registry.
-    monkeypatch.setattr(ValueModelBackend, "load", classmethod(lambda cls, model, **kwargs: DummyBackend(model)))
+    monkeypatch.setattr(
+        ValueModelBackend, "load", classmethod(lambda cls, model, **kwargs: DummyBackend(model))
+    )
     return apps
 
 

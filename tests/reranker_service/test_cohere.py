@@ -20,11 +20,13 @@ pytestmark = pytest.mark.slow  # starts a server
 
 QUERY = "UsernameValidator allows trailing newline in usernames"
 DOCS = [
-    "diff --git a/django/contrib/auth/validators.py b/django/contrib/auth/validators.py\n-    regex = r'^[\\w.@+-]+$'",
+    "diff --git a/django/contrib/auth/validators.py b/django/contrib/auth/validators.py\n"
+    "-    regex = r'^[\\w.@+-]+$'",
     "diff --git a/django/core/validators.py b/django/core/validators.py\n+    regex = r'\\A[\\w.@+-]+\\Z'",
     "diff --git a/README.rst b/README.rst\n+Usernames may not end with a newline.",
 ]
-# What cohere-python 5.x sends for client.v2.rerank(model="rerank-v3.5", query=QUERY, documents=DOCS, top_n=2):
+# What cohere-python 5.x sends for
+# client.v2.rerank(model="rerank-v3.5", query=QUERY, documents=DOCS, top_n=2):
 # httpx's JSON encoding of the Fern body with the omitted options dropped, and the wrapper's headers.
 SDK_BODY = json.dumps({"model": "rerank-v3.5", "query": QUERY, "documents": DOCS, "top_n": 2}).encode()
 SDK_HEADERS = {
@@ -66,11 +68,13 @@ class TestCohereSdkPayload:
 
         assert response.status_code == 200, response.text
         body = response.json()
-        order, values = expected_order(backend)
+        order, _ = expected_order(backend)
         assert [r["index"] for r in body["results"]] == order[:2]
         scores = [r["relevance_score"] for r in body["results"]]
         assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
-        assert all(set(r) == {"index", "relevance_score"} for r in body["results"])  # no document unless asked
+        assert all(
+            set(r) == {"index", "relevance_score"} for r in body["results"]
+        )  # no document unless asked
         assert body["id"] == response.headers["x-request-id"]
         assert body["meta"]["api_version"]["version"] == "2"
         assert body["meta"]["billed_units"]["search_units"] == 1
@@ -83,8 +87,9 @@ class TestCohereSdkPayload:
 
     def test_relevance_scores_are_the_native_calibrated_scores(self, http):
         cohere = http.post("/v2/rerank", content=SDK_BODY, headers=SDK_HEADERS).json()["results"]
-        native = http.post("/v1/rerank", json={"task": {"prompt": QUERY},
-                                               "candidates": [{"content": d} for d in DOCS]}).json()["results"]
+        native = http.post(
+            "/v1/rerank", json={"task": {"prompt": QUERY}, "candidates": [{"content": d} for d in DOCS]}
+        ).json()["results"]
         by_index = {r["index"]: r["score"] for r in native}
         assert [r["relevance_score"] for r in cohere] == [by_index[r["index"]] for r in cohere]
 
@@ -95,16 +100,27 @@ class TestCohereSdkPayload:
         assert response.status_code == 401
 
     def test_null_options_are_read_as_absent(self, http):
-        body = {"model": "rerank-v3.5", "query": QUERY, "documents": DOCS, "top_n": None, "max_tokens_per_doc": None}
+        body = {
+            "model": "rerank-v3.5",
+            "query": QUERY,
+            "documents": DOCS,
+            "top_n": None,
+            "max_tokens_per_doc": None,
+        }
         response = http.post("/v2/rerank", json=body)
         assert response.status_code == 200 and len(response.json()["results"]) == 3
 
 
 class TestCohereV1AndJinaShapes:
     def test_document_objects_are_scored_by_text_and_echoed_when_asked(self, http, backend):
-        body = {"model": "rerank-english-v3.0", "query": QUERY, "documents": [{"text": d, "id": str(i)}
-                                                                             for i, d in enumerate(DOCS)],
-                "rank_fields": ["text"], "return_documents": True, "top_n": 3}
+        body = {
+            "model": "rerank-english-v3.0",
+            "query": QUERY,
+            "documents": [{"text": d, "id": str(i)} for i, d in enumerate(DOCS)],
+            "rank_fields": ["text"],
+            "return_documents": True,
+            "top_n": 3,
+        }
         response = http.post("/rerank", json=body)
 
         assert response.status_code == 200, response.text
@@ -121,8 +137,14 @@ class TestCohereV1AndJinaShapes:
 
 class TestTeiAliases:
     def test_texts_raw_scores_and_return_text_follow_tei(self, http, backend):
-        body = {"query": QUERY, "texts": DOCS, "raw_scores": True, "return_text": True, "truncate": True,
-                "truncation_direction": "Right"}
+        body = {
+            "query": QUERY,
+            "texts": DOCS,
+            "raw_scores": True,
+            "return_text": True,
+            "truncate": True,
+            "truncation_direction": "Right",
+        }
         response = http.post("/rerank", json=body)
 
         assert response.status_code == 200, response.text
@@ -133,9 +155,13 @@ class TestTeiAliases:
         assert [r["document"] for r in results] == [{"text": DOCS[i]} for i in order]
 
     def test_vllm_use_activation_false_means_raw_scores(self, http, backend):
-        results = http.post("/v2/rerank", json={"query": QUERY, "documents": DOCS, "use_activation": False}).json()
+        results = http.post(
+            "/v2/rerank", json={"query": QUERY, "documents": DOCS, "use_activation": False}
+        ).json()
         _, values = expected_order(backend)
-        assert {r["index"]: r["relevance_score"] for r in results["results"]} == pytest.approx(dict(enumerate(values)))
+        assert {r["index"]: r["relevance_score"] for r in results["results"]} == pytest.approx(
+            dict(enumerate(values))
+        )
 
 
 class TestValidation:

@@ -23,8 +23,8 @@ from reranker_service import (
     RerankEngine,
     ScoringFailedError,
 )
-from tests.reranker_service._helpers import WAIT_S, SlowBackend
 from reranker_service.backends import Forwarded, Item
+from tests.reranker_service._helpers import WAIT_S, SlowBackend
 
 pytestmark = pytest.mark.anyio
 
@@ -323,7 +323,9 @@ class TestLimits:
 
 
 class TestSwap:
-    async def test_requests_prepared_for_the_old_model_finish_on_it_and_new_ones_use_the_new(self, slow_backend):
+    async def test_requests_prepared_for_the_old_model_finish_on_it_and_new_ones_use_the_new(
+        self, slow_backend
+    ):
         async with RerankEngine(slow_backend, max_queue=4) as engine:
             in_flight, waiting = await busy_with_one_waiting(engine, slow_backend)
             engine.swap(DummyBackend("new", version="2"))

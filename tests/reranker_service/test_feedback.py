@@ -16,8 +16,10 @@ from trajectory_lake import Lake
 pytestmark = pytest.mark.slow  # starts a server
 
 TASK = {"prompt": "Fix the crash in parse() on empty input", "id": "parse-empty", "domain": "swe"}
-CANDIDATES = [{"id": "a", "kind": "patch", "content": "diff --git a/p.py\n+return None"},
-              {"id": "b", "kind": "patch", "content": "diff --git a/p.py\n+if not s: return Document()"}]
+CANDIDATES = [
+    {"id": "a", "kind": "patch", "content": "diff --git a/p.py\n+return None"},
+    {"id": "b", "kind": "patch", "content": "diff --git a/p.py\n+if not s: return Document()"},
+]
 
 
 @pytest.fixture
@@ -41,19 +43,30 @@ def served_id(http, **extra) -> str:
 class TestFeedbackReachesTheLake:
     def test_choice_and_outcome_are_written_as_lake_rows(self, http, lake):
         request_id = served_id(http)
-        response = http.post("/v1/feedback", json={"request_id": request_id, "chosen_index": 1, "outcome": 1.0})
+        response = http.post(
+            "/v1/feedback", json={"request_id": request_id, "chosen_index": 1, "outcome": 1.0}
+        )
 
         assert response.status_code == 200, response.text
         body = response.json()
-        assert body["rows"] == {"runs": 1, "tasks": 1, "trajectories": 2, "candidates": 2, "outcomes": 1,
-                                "rerank_events": 1}
+        assert body["rows"] == {
+            "runs": 1,
+            "tasks": 1,
+            "trajectories": 2,
+            "candidates": 2,
+            "outcomes": 1,
+            "rerank_events": 1,
+        }
         event = lake.read("rerank_events").row(0, named=True)
         assert (event["request_id"], event["chosen"], event["outcome_value"]) == (request_id, 1, 1.0)
         assert event["candidate_ids"] == body["candidate_ids"]
         assert event["model_uri"] == "dummy:dummy" and event["task_id"] == "served/parse-empty"
         outcome = lake.read("outcomes").row(0, named=True)
-        assert (outcome["candidate_id"], outcome["name"], outcome["value"]) == (body["candidate_ids"][1],
-                                                                                "resolved", 1.0)
+        assert (outcome["candidate_id"], outcome["name"], outcome["value"]) == (
+            body["candidate_ids"][1],
+            "resolved",
+            1.0,
+        )
         contents = dict(lake.read("candidates").select("candidate_id", "content").iter_rows())
         assert contents[body["candidate_ids"][1]] == CANDIDATES[1]["content"]
 
@@ -61,13 +74,16 @@ class TestFeedbackReachesTheLake:
         from value_model import load_examples
 
         request_id = served_id(http)
-        http.post("/v1/feedback", json={"request_id": request_id, "outcome": {"index": 0, "value": 0.0,
-                                                                              "source": "tests"}})
+        http.post(
+            "/v1/feedback",
+            json={"request_id": request_id, "outcome": {"index": 0, "value": 0.0, "source": "tests"}},
+        )
         examples = load_examples(lake)
         frame = examples.frame if hasattr(examples, "frame") else examples
 
         assert frame.select("prompt", "content", "label").rows() == [
-            (TASK["prompt"], CANDIDATES[0]["content"], 0.0)]
+            (TASK["prompt"], CANDIDATES[0]["content"], 0.0)
+        ]
 
     def test_the_same_feedback_twice_adds_nothing(self, http, lake):
         request_id = served_id(http)
@@ -80,7 +96,9 @@ class TestFeedbackReachesTheLake:
         assert lake.versions() == versions
 
     def test_feedback_on_a_cohere_request_works_too(self, http, lake):
-        request_id = http.post("/v2/rerank", json={"query": TASK["prompt"], "documents": ["d1", "d2"]}).json()["id"]
+        request_id = http.post(
+            "/v2/rerank", json={"query": TASK["prompt"], "documents": ["d1", "d2"]}
+        ).json()["id"]
         response = http.post("/v1/feedback", json={"request_id": request_id, "chosen_index": 0, "outcome": 1})
         assert response.status_code == 200
         assert lake.read("candidates").get_column("content").sort().to_list() == ["d1", "d2"]
@@ -105,8 +123,10 @@ class TestFeedbackErrors:
 
     @pytest.mark.parametrize(
         ("body", "says"),
-        [({"request_id": "r"}, "send chosen_index, outcome, or both"),
-         ({"request_id": "r", "outcome": 1.0}, "a bare outcome is about the chosen candidate")],
+        [
+            ({"request_id": "r"}, "send chosen_index, outcome, or both"),
+            ({"request_id": "r", "outcome": 1.0}, "a bare outcome is about the chosen candidate"),
+        ],
     )
     def test_feedback_without_a_choice_or_outcome_target_gets_422(self, http, body, says):
         response = http.post("/v1/feedback", json=body)

@@ -29,11 +29,21 @@ HISTORY = {
 def fill(lake: Lake, history=HISTORY) -> Lake:
     for n, (task_id, (prompt, rows)) in enumerate(history.items()):
         for i, (content, outcome) in enumerate(rows):
-            write_feedback(lake, Feedback(
-                request_id=f"hist-{n}-{i}", model_uri="x", task_id=task_id, prompt=prompt,
-                candidates=[ServedCandidate(content=c) for c, _ in rows], values=[0.0] * len(rows),
-                scores=[0.5] * len(rows), served_at=datetime(2026, 1, 1, tzinfo=UTC), outcome_index=i,
-                outcome_value=outcome))
+            write_feedback(
+                lake,
+                Feedback(
+                    request_id=f"hist-{n}-{i}",
+                    model_uri="x",
+                    task_id=task_id,
+                    prompt=prompt,
+                    candidates=[ServedCandidate(content=c) for c, _ in rows],
+                    values=[0.0] * len(rows),
+                    scores=[0.5] * len(rows),
+                    served_at=datetime(2026, 1, 1, tzinfo=UTC),
+                    outcome_index=i,
+                    outcome_value=outcome,
+                ),
+            )
     return lake
 
 
@@ -49,15 +59,21 @@ class TestIndex:
         assert len(index) == 4
         assert index.manifest["versions"] == {t: lake.version(t) for t in ("candidates", "tasks", "outcomes")}
         assert index.manifest["model_revision"] == "dummy:dummy:0"
-        outcomes = dict(zip(index.rows.get_column("task_id").to_list(), index.rows.get_column("outcomes").to_list(),
-                            strict=False))
+        outcomes = dict(
+            zip(
+                index.rows.get_column("task_id").to_list(),
+                index.rows.get_column("outcomes").to_list(),
+                strict=False,
+            )
+        )
         assert set(outcomes) == {"served/t1", "served/t2"}
 
     def test_search_returns_the_identical_candidate_first(self, lake):
         backend = DummyBackend()
         index = build_index(lake, backend)
-        query = backend.forward(backend.prepare(ScoreInput(prompt="anything", candidates=("diff three",))).items,
-                                embed=True).embeddings
+        query = backend.forward(
+            backend.prepare(ScoreInput(prompt="anything", candidates=("diff three",))).items, embed=True
+        ).embeddings
 
         (found,) = index.search(query, 2)
         assert found[0].similarity == pytest.approx(1.0)
@@ -84,7 +100,8 @@ class TestIndex:
         loaded = NeighborIndex.load(index.save(tmp_path / "ix"))
         probe = np.eye(8, dtype=np.float32)[:2]
         assert [[n.candidate_id for n in found] for found in loaded.search(probe, 3)] == [
-            [n.candidate_id for n in found] for found in index.search(probe, 3)]
+            [n.candidate_id for n in found] for found in index.search(probe, 3)
+        ]
 
 
 @pytest.mark.slow
@@ -100,12 +117,22 @@ class TestReturnNeighbors:
         raise AssertionError(f"the index was not ready: {status}")
 
     def test_each_result_carries_its_nearest_historical_candidates(self, live_server, lake, tmp_path):
-        server = live_server(create_app(Settings(lake=lake.uri, neighbors=True, index_dir=str(tmp_path / "ix")),
-                                        backend=DummyBackend()))
+        server = live_server(
+            create_app(
+                Settings(lake=lake.uri, neighbors=True, index_dir=str(tmp_path / "ix")),
+                backend=DummyBackend(),
+            )
+        )
         with server.client() as http:
             status = self.ready(http)
-            body = http.post("/v1/rerank", json={"task": {"prompt": "New task"}, "candidates": [
-                {"content": "diff three"}, {"content": "something new"}], "return_neighbors": 2}).json()
+            body = http.post(
+                "/v1/rerank",
+                json={
+                    "task": {"prompt": "New task"},
+                    "candidates": [{"content": "diff three"}, {"content": "something new"}],
+                    "return_neighbors": 2,
+                },
+            ).json()
 
         assert status["size"] == 4 and status["versions"]["candidates"] == lake.version("candidates")
         by_content = {r["index"]: r for r in body["results"]}
@@ -117,25 +144,35 @@ class TestReturnNeighbors:
         assert body["warnings"] == []
 
     def test_return_neighbors_true_uses_the_default_k(self, live_server, lake):
-        server = live_server(create_app(Settings(lake=lake.uri, neighbors=True, neighbors_k=3),
-                                        backend=DummyBackend()))
+        server = live_server(
+            create_app(Settings(lake=lake.uri, neighbors=True, neighbors_k=3), backend=DummyBackend())
+        )
         with server.client() as http:
             self.ready(http)
-            body = http.post("/v1/rerank", json={"task": {"prompt": "t"}, "candidates": [{"content": "x"}],
-                                                 "return_neighbors": True}).json()
+            body = http.post(
+                "/v1/rerank",
+                json={"task": {"prompt": "t"}, "candidates": [{"content": "x"}], "return_neighbors": True},
+            ).json()
         assert len(body["results"][0]["neighbors"]) == 3
 
     def test_neighbors_off_is_a_warning_not_an_error(self, live_server):
         server = live_server(create_app(Settings(), backend=DummyBackend()))
         with server.client() as http:
-            body = http.post("/v1/rerank", json={"task": {"prompt": "t"}, "candidates": [{"content": "x"}],
-                                                 "return_neighbors": 2}).json()
+            body = http.post(
+                "/v1/rerank",
+                json={"task": {"prompt": "t"}, "candidates": [{"content": "x"}], "return_neighbors": 2},
+            ).json()
         assert "neighbors" not in body["results"][0]
         assert any("neighbours are off" in w for w in body["warnings"])
 
     def test_a_reload_rebuilds_the_index_for_the_new_model(self, live_server, lake):
-        server = live_server(create_app(Settings(lake=lake.uri, neighbors=True), backend=DummyBackend(),
-                                        loader=lambda ref: DummyBackend("new", version="2")))
+        server = live_server(
+            create_app(
+                Settings(lake=lake.uri, neighbors=True),
+                backend=DummyBackend(),
+                loader=lambda ref: DummyBackend("new", version="2"),
+            )
+        )
         with server.client() as http:
             assert self.ready(http)["model_revision"] == "dummy:dummy:0"
             http.post("/admin/reload")
@@ -145,6 +182,8 @@ class TestReturnNeighbors:
     def test_return_neighbors_out_of_range_gets_422(self, live_server, k):
         server = live_server(create_app(Settings(), backend=DummyBackend()))
         with server.client() as http:
-            response = http.post("/v1/rerank", json={"task": {"prompt": "t"}, "candidates": [{"content": "x"}],
-                                                     "return_neighbors": k})
+            response = http.post(
+                "/v1/rerank",
+                json={"task": {"prompt": "t"}, "candidates": [{"content": "x"}], "return_neighbors": k},
+            )
         assert response.status_code == 422

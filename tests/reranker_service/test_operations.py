@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from reranker_service import DummyBackend, Settings, create_app
-from tests.reranker_service._helpers import WAIT_S, SlowBackend, rerank_body
+from tests.reranker_service._helpers import WAIT_S, rerank_body
 
 pytestmark = pytest.mark.slow  # starts a server
 
@@ -40,8 +40,12 @@ class TestModels:
 
         assert body["object"] == "list"
         (card,) = body["data"]
-        assert (card["id"], card["name"], card["version"], card["revision"]) == ("dummy/0", "dummy", "0",
-                                                                                  "dummy:dummy:0")
+        assert (card["id"], card["name"], card["version"], card["revision"]) == (
+            "dummy/0",
+            "dummy",
+            "0",
+            "dummy:dummy:0",
+        )
         assert card["capabilities"] == {"calibrated": False}
         assert card["neighbors"] is None
 
@@ -69,9 +73,14 @@ class TestMetrics:
             'harvest_model_info{name="dummy",revision="dummy:dummy:0",version="0"} 1.0',
         ):
             assert line in text, line
-        for histogram in ("harvest_request_duration_seconds_bucket", "harvest_inference_duration_seconds_count",
-                          "harvest_queue_duration_seconds_count", "harvest_tokenize_duration_seconds_count",
-                          "harvest_batch_tokens_sum", "harvest_tokens_total"):
+        for histogram in (
+            "harvest_request_duration_seconds_bucket",
+            "harvest_inference_duration_seconds_count",
+            "harvest_queue_duration_seconds_count",
+            "harvest_tokenize_duration_seconds_count",
+            "harvest_batch_tokens_sum",
+            "harvest_tokens_total",
+        ):
             assert histogram in text, histogram
 
     def test_unknown_paths_share_one_label(self, server):
@@ -87,7 +96,9 @@ class TestAuth:
     def guarded(self, live_server, tmp_path):
         keys = tmp_path / "keys.txt"
         keys.write_text("# rotated monthly\nfrom-file\n")
-        return live_server(create_app(Settings(api_keys=("k1",), api_keys_file=str(keys)), backend=DummyBackend()))
+        return live_server(
+            create_app(Settings(api_keys=("k1",), api_keys_file=str(keys)), backend=DummyBackend())
+        )
 
     @pytest.mark.parametrize(
         ("method", "path", "body"),
@@ -119,7 +130,7 @@ class TestAuth:
             assert http.get("/ready").status_code == 200
 
     def test_an_unreadable_keys_file_fails_at_app_creation(self, tmp_path):
-        with pytest.raises(ValueError, match="api_keys_file .* cannot be read"):
+        with pytest.raises(ValueError, match=r"api_keys_file .* cannot be read"):
             create_app(Settings(api_keys_file=str(tmp_path / "missing")), backend=DummyBackend())
 
 
@@ -131,8 +142,9 @@ class TestReload:
             loads.append(reference)
             return DummyBackend("new", version="2")
 
-        server = live_server(create_app(Settings(model="models:/value@champion"), backend=slow_backend,
-                                        loader=loader))
+        server = live_server(
+            create_app(Settings(model="models:/value@champion"), backend=slow_backend, loader=loader)
+        )
         engine = server.app.state.engine
         with server.client() as http, ThreadPoolExecutor(max_workers=3) as pool:
             try:
@@ -151,7 +163,12 @@ class TestReload:
             card = http.get("/v1/models").json()["data"][0]
 
         assert reloaded.status_code == 200, reloaded.text
-        assert reloaded.json() == {"previous": "slow/0", "model": "new/2", "revision": "dummy:new:2", "changed": True}
+        assert reloaded.json() == {
+            "previous": "slow/0",
+            "model": "new/2",
+            "revision": "dummy:new:2",
+            "changed": True,
+        }
         assert loads == ["models:/value@champion"]
         assert [r.status_code for r in answered] == [200, 200]
         assert [r.json()["model"] for r in answered] == ["slow/0", "slow/0"]
@@ -160,7 +177,9 @@ class TestReload:
         assert engine.stats.failed == 0
 
     def test_reload_of_the_same_weights_changes_nothing(self, live_server):
-        server = live_server(create_app(Settings(), backend=DummyBackend(), loader=lambda ref: DummyBackend()))
+        server = live_server(
+            create_app(Settings(), backend=DummyBackend(), loader=lambda ref: DummyBackend())
+        )
         with server.client() as http:
             body = http.post("/admin/reload", json={"model": "models:/other@champion"}).json()
         assert body["changed"] is False and body["model"] == "dummy/0"
@@ -186,14 +205,16 @@ class TestDisconnect:
         server = live_server(create_app(Settings(), backend=slow_backend))
         engine = server.app.state.engine
         port = int(server.url.rsplit(":", 1)[1])
-        body = (b'{"task": {"prompt": "gone"}, "candidates": [{"content": "never scored"}]}')
+        body = b'{"task": {"prompt": "gone"}, "candidates": [{"content": "never scored"}]}'
         with server.client() as http, ThreadPoolExecutor(max_workers=1) as pool:
             try:
                 in_flight = pool.submit(http.post, "/v1/rerank", json=rerank_body(1))
                 assert slow_backend.entered.wait(WAIT_S)
                 with socket.create_connection(("127.0.0.1", port)) as raw:
-                    raw.sendall(b"POST /v1/rerank HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                                b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                    raw.sendall(
+                        b"POST /v1/rerank HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+                    )
                     wait_for(lambda: engine.queue_depth == 1, "the request queueing")
                 # the socket is closed: the server notices, answers nobody, and cancels the queued job
                 wait_for(lambda: 'status="499"' in http.get("/metrics").text, "the disconnect being noticed")

@@ -28,6 +28,7 @@ from reranker_service import (
     AsyncRerankClient,
     RerankClient,
     RerankError,
+    ScoreInput,
     Settings,
     ValueModelBackend,
     create_app,
@@ -186,8 +187,8 @@ class TestServedModel:
         assert [r["rank"] for r in results] == list(range(1, len(lite_task.contents) + 1))
         assert sorted(r["index"] for r in results) == list(range(len(lite_task.contents)))
         assert [r["id"] for r in results] == [lite_task.candidate_ids[r["index"]] for r in results]
-        values = [r["value"] for r in results]
-        assert values == sorted(values, reverse=True)
+        scores = [r["score"] for r in results]  # ranked by the final value, which the probability follows
+        assert scores == sorted(scores, reverse=True)
         assert all(0.0 <= r["score"] <= 1.0 for r in results)
 
     def test_rerank_reports_truncation_when_candidates_exceed_the_token_budget(self, server, lite_task):
@@ -208,9 +209,13 @@ class TestServedModel:
         with server.client() as http:
             results = http.post("/v1/rerank", json=lite_task.body()).json()["results"]
 
-        direct = backend.score(lite_task.prompt, lite_task.contents)
+        direct = backend.score(lite_task.prompt, lite_task.contents)  # final values: a joint scorer's, if any
+        raw = backend.forward(
+            backend.prepare(ScoreInput(prompt=lite_task.prompt, candidates=tuple(lite_task.contents))).items
+        ).values
+        assert [r["index"] for r in results] == sorted(range(len(raw)), key=lambda i: (-direct.values[i], i))
         for r in results:
-            assert r["value"] == pytest.approx(direct.values[r["index"]], rel=1e-5, abs=1e-6)
+            assert r["value"] == pytest.approx(raw[r["index"]], rel=1e-5, abs=1e-6)
             assert r["score"] == pytest.approx(direct.scores[r["index"]], rel=1e-5, abs=1e-6)
 
 
@@ -236,9 +241,9 @@ class TestClients:
             assert await client.health() == {"status": "ok"}
             body = await client.rerank(lite_task.prompt, lite_task.contents)
 
-        values = [r["value"] for r in body["results"]]
-        assert values == sorted(values, reverse=True)
-        assert len(values) == len(lite_task.contents)
+        scores = [r["score"] for r in body["results"]]
+        assert scores == sorted(scores, reverse=True)
+        assert len(scores) == len(lite_task.contents)
 
     @pytest.mark.anyio
     async def test_async_client_raises_rerank_error_422_on_a_bad_request(self, server, lite_task):
@@ -248,14 +253,20 @@ class TestClients:
         assert raised.value.status == 422
 
 
-COHERE_SDK_HEADERS = {"content-type": "application/json", "x-fern-language": "Python", "x-fern-sdk-name": "cohere",
-                      "x-fern-sdk-version": "5.15.0", "authorization": "Bearer unused"}
+COHERE_SDK_HEADERS = {
+    "content-type": "application/json",
+    "x-fern-language": "Python",
+    "x-fern-sdk-name": "cohere",
+    "x-fern-sdk-version": "5.15.0",
+    "authorization": "Bearer unused",
+}
 
 
 class TestCohereWithTheTrainedModel:
     def test_the_cohere_sdk_payload_ranks_a_real_task_like_the_native_endpoint(self, server, lite_task):
-        sdk_body = json.dumps({"model": "rerank-v3.5", "query": lite_task.prompt, "documents": lite_task.contents,
-                               "top_n": 3}).encode()
+        sdk_body = json.dumps(
+            {"model": "rerank-v3.5", "query": lite_task.prompt, "documents": lite_task.contents, "top_n": 3}
+        ).encode()
         with server.client() as http:
             cohere = http.post("/v2/rerank", content=sdk_body, headers=COHERE_SDK_HEADERS)
             native = http.post("/v1/rerank", json=lite_task.body()).json()["results"]
@@ -278,8 +289,13 @@ def lake_copy(trained: Trained, tmp_path_factory: pytest.TempPathFactory) -> Lak
 @pytest.fixture(scope="module")
 def full_server(trained: Trained, lake_copy: Lake, tmp_path_factory) -> Iterator[LiveServer]:
     """The registered model with feedback to a copy of its lake and a neighbour index built from it."""
-    settings = Settings(model=MODEL, tracking_uri=trained.tracking_uri, lake=lake_copy.uri, neighbors=True,
-                        index_dir=str(tmp_path_factory.mktemp("indexes")))
+    settings = Settings(
+        model=MODEL,
+        tracking_uri=trained.tracking_uri,
+        lake=lake_copy.uri,
+        neighbors=True,
+        index_dir=str(tmp_path_factory.mktemp("indexes")),
+    )
     with serve(create_app(settings)) as live:
         with live.client() as http:
             deadline = time.monotonic() + 300
@@ -296,32 +312,47 @@ class TestNeighborsOnTheLiteLake:
             status = http.get("/v1/models").json()["data"][0]["neighbors"]
 
         patches = lake_copy.read("candidates").filter(
-            (pl.col("kind") == "patch") & (pl.col("content").str.strip_chars() != ""))
+            (pl.col("kind") == "patch") & (pl.col("content").str.strip_chars() != "")
+        )
         assert status["status"] == "ready"
         assert status["size"] == patches.height
         assert status["versions"]["candidates"] <= lake_copy.version("candidates")
 
-    def test_a_served_lake_candidate_finds_itself_and_its_real_outcome(self, full_server, lake_copy, lite_task):
+    def test_a_served_lake_candidate_finds_itself_and_its_real_outcome(
+        self, full_server, lake_copy, lite_task
+    ):
         with full_server.client() as http:
             body = http.post("/v1/rerank", json=lite_task.body(return_neighbors=3)).json()
 
         resolved = dict(
-            lake_copy.read("outcomes").filter(pl.col("name") == "resolved").select("candidate_id", "value").iter_rows())
+            lake_copy.read("outcomes")
+            .filter(pl.col("name") == "resolved")
+            .select("candidate_id", "value")
+            .iter_rows()
+        )
         for result in body["results"]:
             nearest = result["neighbors"]
             assert len(nearest) == 3
-            assert [n["similarity"] for n in nearest] == sorted((n["similarity"] for n in nearest), reverse=True)
+            assert [n["similarity"] for n in nearest] == sorted(
+                (n["similarity"] for n in nearest), reverse=True
+            )
             top = nearest[0]
             assert top["similarity"] == pytest.approx(1.0, abs=1e-4)
             # the same patch text may appear under several systems: the top hit is one of them
-            same = lake_copy.read("candidates").filter(
-                pl.col("content") == lite_task.contents[result["index"]]).get_column("candidate_id").to_list()
+            same = (
+                lake_copy.read("candidates")
+                .filter(pl.col("content") == lite_task.contents[result["index"]])
+                .get_column("candidate_id")
+                .to_list()
+            )
             assert top["candidate_id"] in same and top["task_id"] == lite_task.task_id
             assert top["outcomes"]["resolved"] == resolved[top["candidate_id"]]
 
 
 class TestFeedbackWithTheTrainedModel:
-    def test_feedback_on_a_real_task_adds_a_label_the_next_slice_reads(self, full_server, lake_copy, lite_task):
+    def test_feedback_on_a_real_task_adds_a_label_the_next_slice_reads(
+        self, full_server, lake_copy, lite_task
+    ):
         from value_model import load_examples
 
         def label_count(frame: pl.DataFrame, content: str) -> int:
@@ -332,19 +363,27 @@ class TestFeedbackWithTheTrainedModel:
             ranked = http.post("/v1/rerank", json=lite_task.body()).json()
             best = ranked["results"][0]["index"]
             before = label_count(_frame(load_examples(lake_copy)), lite_task.contents[best])
-            response = http.post("/v1/feedback", json={"request_id": ranked["id"], "chosen_index": best,
-                                                       "outcome": {"value": 1.0, "source": "tests"}})
+            response = http.post(
+                "/v1/feedback",
+                json={
+                    "request_id": ranked["id"],
+                    "chosen_index": best,
+                    "outcome": {"value": 1.0, "source": "tests"},
+                },
+            )
 
         assert response.status_code == 200, response.text
         assert response.json()["rows"]["tasks"] == 0  # the lake knows the task: no served copy of it
-        event = lake_copy.read("rerank_events").filter(pl.col("request_id") == ranked["id"]).row(0, named=True)
+        event = (
+            lake_copy.read("rerank_events").filter(pl.col("request_id") == ranked["id"]).row(0, named=True)
+        )
         assert event["task_id"] == lite_task.task_id and event["chosen"] == best
         assert event["model_uri"] == MODEL
         after = label_count(_frame(load_examples(lake_copy)), lite_task.contents[best])
         assert after == before + 1
 
 
-def _frame(examples):  # noqa: ANN001, ANN202
+def _frame(examples):
     return examples.frame if hasattr(examples, "frame") else examples
 
 
@@ -355,24 +394,42 @@ class TestReloadFromTheRegistry:
     def second_version(self, trained: Trained) -> Iterator[str]:
         from value_model.tracking import log_and_register
 
-        registered = log_and_register(model_dir=trained.report.model_dir, params={}, metrics={}, lineage={},
-                                      register="test-value", alias=None, uri=trained.tracking_uri)
+        registered = log_and_register(
+            model_dir=trained.report.model_dir,
+            params={},
+            metrics={},
+            lineage={},
+            register="test-value",
+            alias=None,
+            uri=trained.tracking_uri,
+        )
         yield registered.version
-        mlflow.MlflowClient(tracking_uri=trained.tracking_uri).set_registered_model_alias("test-value", "champion", "1")
+        mlflow.MlflowClient(tracking_uri=trained.tracking_uri).set_registered_model_alias(
+            "test-value", "champion", "1"
+        )
 
     def test_admin_reload_serves_the_version_the_alias_now_names(self, trained, second_version, lite_task):
         client = mlflow.MlflowClient(tracking_uri=trained.tracking_uri)
-        with serve(create_app(Settings(model=MODEL, tracking_uri=trained.tracking_uri))) as live, live.client() as http:
+        with (
+            serve(create_app(Settings(model=MODEL, tracking_uri=trained.tracking_uri))) as live,
+            live.client() as http,
+        ):
             before = http.post("/v1/rerank", json=lite_task.body()).json()
             client.set_registered_model_alias("test-value", "champion", second_version)
             reloaded = http.post("/admin/reload").json()
             after = http.post("/v1/rerank", json=lite_task.body()).json()
 
-        assert reloaded == {"previous": "test-value/1", "model": f"test-value/{second_version}",
-                            "revision": reloaded["revision"], "changed": True}
+        assert reloaded == {
+            "previous": "test-value/1",
+            "model": f"test-value/{second_version}",
+            "revision": reloaded["revision"],
+            "changed": True,
+        }
         assert (before["model"], after["model"]) == ("test-value/1", f"test-value/{second_version}")
         assert after["usage"]["cached"] == 0  # a new revision: nothing answered from the old model's cache
-        assert [r["value"] for r in after["results"]] == pytest.approx([r["value"] for r in before["results"]])
+        assert [r["value"] for r in after["results"]] == pytest.approx(
+            [r["value"] for r in before["results"]]
+        )
 
     def test_alias_polling_picks_up_a_moved_alias_by_itself(self, trained, second_version):
         client = mlflow.MlflowClient(tracking_uri=trained.tracking_uri)

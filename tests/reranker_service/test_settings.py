@@ -107,3 +107,42 @@ class TestFromEnv:
         # The value parses as an int but fails validation; the message should still say where it came from.
         with pytest.raises(ValueError, match=variable):
             Settings.from_env({variable: raw})
+
+
+class TestServingSettings:
+    def test_booleans_floats_and_optional_ints_are_parsed_from_the_environment(self):
+        settings = Settings.from_env(
+            {
+                "HARVEST_NEIGHBORS": "yes",
+                "HARVEST_LAKE": "/tmp/lake",
+                "HARVEST_MAX_WAIT_MS": "2.5",
+                "HARVEST_INDEX_VERSION": "7",
+                "HARVEST_RELOAD_POLL_S": "30",
+            }
+        )
+        assert (
+            settings.neighbors,
+            settings.lake,
+            settings.max_wait_ms,
+            settings.index_version,
+            settings.reload_poll_s,
+        ) == (True, "/tmp/lake", 2.5, 7, 30.0)
+
+    def test_flag_strings_are_parsed_like_variables(self):
+        settings = Settings.from_env({}, index_version="3", max_wait_ms="0.5", neighbors=False)
+        assert (settings.index_version, settings.max_wait_ms, settings.neighbors) == (3, 0.5, False)
+
+    def test_an_unparsable_boolean_names_the_variable(self):
+        with pytest.raises(ValueError, match="HARVEST_NEIGHBORS='maybe' is not a valid bool"):
+            Settings.from_env({"HARVEST_NEIGHBORS": "maybe"})
+
+    def test_neighbors_without_a_lake_is_refused(self):
+        with pytest.raises(ValueError, match="neighbors needs a lake"):
+            Settings(neighbors=True)
+
+    def test_api_keys_file_adds_keys_and_skips_comments(self, tmp_path):
+        from reranker_service.settings import load_api_keys
+
+        path = tmp_path / "keys"
+        path.write_text("# team A\nka\n\n  kb  \nka\n")
+        assert load_api_keys(Settings(api_keys=("k0",), api_keys_file=str(path))) == ("k0", "ka", "kb")

@@ -20,16 +20,32 @@ from value_model import Scorer, ValueModel
 
 pytestmark = pytest.mark.anyio
 
-PROMPT = ("Fix the crash in parse() when the input is empty. The parser should return an empty document "
-          "instead of raising IndexError, and keep the error for truly malformed input. ") * 6
-CANDIDATES = [f"diff --git a/src/parse_{i}.py b/src/parse_{i}.py\n" + "".join(
-    f"+    if not tokens:  # case {i}.{j}\n+        return Document()\n" for j in range(i + 1)) for i in range(7)]
-CONTEXT = steps_of_messages([
-    {"role": "user", "content": "parse('') raises IndexError"},
-    {"role": "assistant", "content": "Let me look.", "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"grep -n def parse\"}"}}]},
-    {"role": "tool", "tool_call_id": "c1", "content": "src/parse.py:12:def parse(text):"},
-])
+PROMPT = (
+    "Fix the crash in parse() when the input is empty. The parser should return an empty document "
+    "instead of raising IndexError, and keep the error for truly malformed input. "
+) * 6
+CANDIDATES = [
+    f"diff --git a/src/parse_{i}.py b/src/parse_{i}.py\n"
+    + "".join(f"+    if not tokens:  # case {i}.{j}\n+        return Document()\n" for j in range(i + 1))
+    for i in range(7)
+]
+CONTEXT = steps_of_messages(
+    [
+        {"role": "user", "content": "parse('') raises IndexError"},
+        {
+            "role": "assistant",
+            "content": "Let me look.",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": '{"command": "grep -n def parse"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "src/parse.py:12:def parse(text):"},
+    ]
+)
 
 
 def _artefact(backbone_dir, tmp_path, *, max_length: int):
@@ -37,8 +53,12 @@ def _artefact(backbone_dir, tmp_path, *, max_length: int):
     model, tokenizer = ValueModel.from_backbone(str(backbone_dir), seed=3)
     with torch.no_grad():  # a head that is not ~0 everywhere, so differences would show
         model.head.weight.normal_(0, 1.0, generator=torch.Generator().manual_seed(1))
-    return model.save(tmp_path / f"model-{max_length}", tokenizer, max_length=max_length,
-                      calibration={"scale": 1.5, "bias": -0.2})
+    return model.save(
+        tmp_path / f"model-{max_length}",
+        tokenizer,
+        max_length=max_length,
+        calibration={"scale": 1.5, "bias": -0.2},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +78,9 @@ def naive(directory, prompt=PROMPT, candidates=CANDIDATES, context=()):
 
 
 def served(backend, prompt=PROMPT, candidates=CANDIDATES, context=(), *, embed=False):
-    prepared = backend.prepare(ScoreInput(prompt=prompt, candidates=tuple(candidates), context=tuple(context)))
+    prepared = backend.prepare(
+        ScoreInput(prompt=prompt, candidates=tuple(candidates), context=tuple(context))
+    )
     return prepared, backend.forward(prepared.items, embed=embed)
 
 
@@ -74,7 +96,9 @@ class TestDecoderSharesThePrefix:
         assert len({it.group for it in prepared.items}) == 1 and prepared.items[0].prefix_len > 150
         np.testing.assert_allclose(out.values, expected.values, rtol=0, atol=1e-5)
         assert prepared.truncated == expected.truncated == [False] * len(CANDIDATES)
-        np.testing.assert_allclose(backend.calibrate(out.values), expected.scores, rtol=0, atol=1e-5)
+        np.testing.assert_allclose(
+            backend.finalize(CANDIDATES, out.values)[1], expected.scores, rtol=0, atol=1e-5
+        )
 
     def test_ranking_equals_the_naive_ranking(self, decoder_artefacts):
         backend = ValueModelBackend.load(str(decoder_artefacts[1024]))
@@ -119,8 +143,12 @@ class TestDecoderSharesThePrefix:
             results = await asyncio.gather(*(engine.score(p, CANDIDATES[:4]) for p in prompts))
 
         for prompt, result in zip(prompts, results, strict=True):
-            np.testing.assert_allclose(result.values, naive(decoder_artefacts[1024], prompt, CANDIDATES[:4]).values,
-                                       rtol=0, atol=1e-5)
+            np.testing.assert_allclose(
+                result.values,
+                naive(decoder_artefacts[1024], prompt, CANDIDATES[:4]).values,
+                rtol=0,
+                atol=1e-5,
+            )
 
 
 class TestEncoderIsScoredWhole:
@@ -130,7 +158,9 @@ class TestEncoderIsScoredWhole:
 
         assert not backend.share_prefix
         assert all(it.prefix_len == 0 and it.group is None for it in prepared.items)
-        np.testing.assert_allclose(out.values, naive(encoder_artefact, context=CONTEXT).values, rtol=0, atol=1e-5)
+        np.testing.assert_allclose(
+            out.values, naive(encoder_artefact, context=CONTEXT).values, rtol=0, atol=1e-5
+        )
 
     def test_asking_an_encoder_to_share_its_prefix_is_refused(self, encoder_artefact):
         with pytest.raises(ValueError, match="needs a causal decoder with last-token pooling"):
@@ -149,11 +179,17 @@ class TestTruncationOptions:
     def test_max_tokens_per_candidate_cuts_the_candidate_first_and_flags_it(self, decoder_artefacts, side):
         backend = ValueModelBackend.load(str(decoder_artefacts[1024]))
         long = CANDIDATES[-1]
-        prepared = backend.prepare(ScoreInput(prompt="p", candidates=(long, "short"), max_tokens_per_candidate=8,
-                                              truncation_side=side))
+        prepared = backend.prepare(
+            ScoreInput(
+                prompt="p", candidates=(long, "short"), max_tokens_per_candidate=8, truncation_side=side
+            )
+        )
         tokenizer = backend.scorer.tokenizer
         kept = tokenizer.decode(prepared.items[0].payload[0], skip_special_tokens=True)
-        edge = tokenizer.decode(tokenizer(long, add_special_tokens=False)["input_ids"][:3] if side == "right" else
-                                tokenizer(long, add_special_tokens=False)["input_ids"][-3:])
+        edge = tokenizer.decode(
+            tokenizer(long, add_special_tokens=False)["input_ids"][:3]
+            if side == "right"
+            else tokenizer(long, add_special_tokens=False)["input_ids"][-3:]
+        )
         assert edge in kept
         assert prepared.truncated == [True, False]

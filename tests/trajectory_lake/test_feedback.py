@@ -42,8 +42,9 @@ def feedback(**changes: object) -> Feedback:
 class TestRows:
     def test_one_trajectory_and_candidate_per_served_candidate_and_one_outcome_for_the_chosen(self):
         rows = feedback_rows(feedback(), ingest_id="i")
-        assert [len(rows[t]) for t in ("runs", "tasks", "trajectories", "candidates", "outcomes", "rerank_events")] == [
-            1, 1, 2, 2, 1, 1]
+        assert [
+            len(rows[t]) for t in ("runs", "tasks", "trajectories", "candidates", "outcomes", "rerank_events")
+        ] == [1, 1, 2, 2, 1, 1]
         outcome = rows["outcomes"][0]
         assert outcome["candidate_id"] == rows["candidates"][1]["candidate_id"]
         assert (outcome["name"], outcome["value"], outcome["source"]) == ("resolved", 1.0, "agent")
@@ -68,8 +69,10 @@ class TestRows:
             ({"chosen": None}, "an outcome needs the candidate"),
             ({"chosen": None, "outcome_value": None}, "needs a chosen candidate, an outcome, or both"),
             ({"values": [0.1]}, "must match the 2 candidates"),
-            ({"candidates": [ServedCandidate(content="x", kind="essay")], "values": [0], "scores": [0]},
-             "kind must be one of"),
+            (
+                {"candidates": [ServedCandidate(content="x", kind="essay")], "values": [0], "scores": [0]},
+                "kind must be one of",
+            ),
         ],
     )
     def test_invalid_feedback_raises_value_error_saying_what_is_wrong(self, changes, says):
@@ -84,8 +87,14 @@ class TestWrite:
         versions = lake.versions()
         second = write_feedback(lake, feedback())
 
-        assert first.rows == {"runs": 1, "tasks": 1, "trajectories": 2, "candidates": 2, "outcomes": 1,
-                              "rerank_events": 1}
+        assert first.rows == {
+            "runs": 1,
+            "tasks": 1,
+            "trajectories": 2,
+            "candidates": 2,
+            "outcomes": 1,
+            "rerank_events": 1,
+        }
         assert set(second.rows.values()) == {0}
         assert lake.versions() == versions
         assert first.event_id == second.event_id
@@ -108,12 +117,19 @@ class TestWrite:
         examples = load_examples(lake)
         frame = examples.frame if hasattr(examples, "frame") else examples
         assert frame.select("task_id", "prompt", "content", "label").rows() == [
-            ("served/t1", "Fix the crash in parse()", "diff b", 1.0)]
+            ("served/t1", "Fix the crash in parse()", "diff b", 1.0)
+        ]
 
     def test_a_rerank_events_table_created_before_the_new_columns_is_upgraded(self, tmp_path):
         lake = Lake(tmp_path / "lake")
-        old = pa.schema([f for f in schema_of("rerank_events") if f.name in
-                         ("request_id", "model_uri", "task_id", "candidate_hashes", "scores", "chosen", "at")])
+        old = pa.schema(
+            [
+                f
+                for f in schema_of("rerank_events")
+                if f.name
+                in ("request_id", "model_uri", "task_id", "candidate_hashes", "scores", "chosen", "at")
+            ]
+        )
         DeltaTable.create(lake.table_uri("rerank_events"), old)
 
         write_feedback(lake, feedback())
@@ -125,11 +141,16 @@ class TestTaskIds:
     def test_a_task_the_lake_knows_by_instance_id_keeps_its_lake_id(self, tmp_path):
         lake = Lake(tmp_path / "lake")
         rows = feedback_rows(feedback(task_id="swe-bench/django__django-1"), ingest_id="i")["tasks"]
-        lake.create().append("tasks", pa.Table.from_pylist([{**rows[0], "instance_id": "django__django-1"}],
-                                                           schema=schema_of("tasks")))
+        lake.create().append(
+            "tasks",
+            pa.Table.from_pylist([{**rows[0], "instance_id": "django__django-1"}], schema=schema_of("tasks")),
+        )
 
         assert resolve_task_id(lake, "django__django-1", "p") == ("swe-bench/django__django-1", True)
-        assert resolve_task_id(lake, "swe-bench/django__django-1", "p") == ("swe-bench/django__django-1", True)
+        assert resolve_task_id(lake, "swe-bench/django__django-1", "p") == (
+            "swe-bench/django__django-1",
+            True,
+        )
 
     def test_an_unknown_task_gets_a_served_id(self, tmp_path):
         lake = Lake(tmp_path / "lake").create()
