@@ -358,7 +358,7 @@ def section_prefix(bodies: list[dict[str, Any]], model_dir: Path, repeat: int) -
         ],
         [
             "2. shared prefix (small random Qwen3, CPU)",
-            f"prefix KV shared; max |Δvalue| = {delta:.1e}",
+            f"prefix KV shared; max abs Δvalue = {delta:.1e}",
             f"{len(patches) / t_shared:,.1f} cand/s",
             ms(t_shared),
             "",

@@ -238,3 +238,29 @@ class TestTokenLimit:
         assert response.status_code == 413
         assert "the limit is 40 per request" in response.json()["error"]["message"]
         assert fine.status_code == 200
+
+
+class TestOverloadIsCheap:
+    def test_a_full_queue_refuses_before_the_body_is_even_sent(self, live_server, slow_backend):
+        server = live_server(create_app(Settings(max_queue=1), backend=slow_backend))
+        engine = server.app.state.engine
+        port = int(server.url.rsplit(":", 1)[1])
+        with server.client() as http, ThreadPoolExecutor(max_workers=2) as pool:
+            try:
+                in_flight = pool.submit(http.post, "/v1/rerank", json=rerank_body(1))
+                assert slow_backend.entered.wait(WAIT_S)
+                waiting = pool.submit(http.post, "/v1/rerank", json=rerank_body(2))
+                wait_for(lambda: engine.queue_depth == 1, "the second request queueing")
+                with socket.create_connection(("127.0.0.1", port), timeout=WAIT_S) as raw:
+                    # headers only: a 1 MB body is announced and never sent
+                    raw.sendall(
+                        b"POST /v1/rerank HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: 1000000\r\n\r\n"
+                    )
+                    answer = raw.recv(4096).decode("latin-1")
+            finally:
+                slow_backend.release.set()
+            assert [f.result(WAIT_S).status_code for f in (in_flight, waiting)] == [200, 200]
+
+        assert answer.startswith("HTTP/1.1 429")
+        assert "retry-after: " in answer.lower()
