@@ -264,3 +264,26 @@ class TestOverloadIsCheap:
 
         assert answer.startswith("HTTP/1.1 429")
         assert "retry-after: " in answer.lower()
+
+
+class TestOpenApi:
+    def test_every_route_is_documented_with_request_examples(self, server):
+        with server.client() as http:
+            spec = http.get("/openapi.json").json()
+
+        assert {
+            "/v1/rerank",
+            "/v2/rerank",
+            "/rerank",
+            "/v1/feedback",
+            "/v1/models",
+            "/admin/reload",
+            "/metrics",
+            "/health",
+            "/ready",
+        } <= set(spec["paths"])
+        schemas = spec["components"]["schemas"]
+        for name in ("RerankRequest", "CohereRerankRequest", "FeedbackRequest", "RerankResponse"):
+            assert schemas[name].get("examples"), name
+        example = schemas["RerankRequest"]["examples"][0]
+        assert {"task", "context", "candidates", "top_n", "return_neighbors"} <= set(example)
