@@ -91,8 +91,12 @@ class TestRegistry:
         assert "val_best_at_1" in run.data.metrics and "baseline_majority_vote_best_at_1" in run.data.metrics
         # the pyfunc flavour scores too
         pyfunc = mlflow.pyfunc.load_model("models:/lite-value@champion")
-        scores = pyfunc.predict(pl.DataFrame({"prompt": ["p", "p"], "candidate": ["diff a", "diff b"]}).to_pandas())
-        assert len(scores) == 2 and all(0 <= s <= 1 for s in scores)
+        rows = load_examples(lite_lake).frame.filter(pl.col("task_id") == pl.col("task_id").first())
+        scores = pyfunc.predict(rows.select("prompt", candidate="content").to_pandas())
+        assert len(scores) == rows.height and all(0 <= s <= 1 for s in scores)
+        # the same joint scores the service computes for that task's candidate set
+        expected = scorer.score(rows["prompt"][0], rows["content"].to_list()).scores
+        assert max(abs(a - b) for a, b in zip(scores, expected, strict=True)) < 1e-6
         # no validation task was trained on
         examples = load_examples(lite_lake)
         train, val = split_by_task(examples.frame, val_fraction=config.val_fraction, seed=config.split_seed)
