@@ -22,7 +22,7 @@ import os
 import tempfile
 import uuid
 from collections import defaultdict, deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -320,7 +320,7 @@ class _Writer:
         self.task_upgrades: list[dict[str, Any]] = []
         # Sessions that grew since they were ingested (a rollout file appended to): their trajectory and
         # candidate rows replace the lake's, by key.
-        self.grown: dict[str, dict[str, dict[str, Any]]] = {"trajectories": {}, "candidates": {}}
+        self.grown: dict[str, dict[str, dict[str, Any]]] = {table: {} for table in _GROWTH}
 
     # -- intake ---------------------------------------------------------------------------------
 
@@ -571,23 +571,37 @@ def _upgrade_inferred_tasks(
     return source.num_rows
 
 
+@dataclass(frozen=True)
+class _Growth:
+    """When a grown session's row replaces the lake's: ``column`` of the incoming row ``beats`` the
+    stored one (the same test, in SQL, guards the MERGE)."""
+
+    column: str
+    beats: Callable[[Any, Any], bool]
+    only_if: str
+
+
+_GROWTH = {
+    "trajectories": _Growth("n_steps", lambda new, old: (new or 0) > (old or 0), "s.n_steps > t.n_steps"),
+    "candidates": _Growth("content_sha256", lambda new, old: new != old, "s.content_sha256 <> t.content_sha256"),
+}
+
+
 def _replace_grown(
     lake: Lake, table: str, rows: list[dict[str, Any]], ingest_id: str, now: datetime, metadata: dict[str, str]
 ) -> int:
     """Replace the lake's rows of sessions that grew (trajectories with more steps now; their candidates
     where the content changed) in one MERGE commit. Returns the number of rows replaced."""
-    key = KEYS[table][0]
-    only_if = "s.n_steps > t.n_steps" if table == "trajectories" else "s.content_sha256 <> t.content_sha256"
-    column = "n_steps" if table == "trajectories" else "content_sha256"
+    key, growth = KEYS[table][0], _GROWTH[table]
     current = dict(
-        lake.scan(table).filter(pl.col(key).is_in([r[key] for r in rows])).select(key, column).collect().iter_rows()
+        lake.scan(table).filter(pl.col(key).is_in([r[key] for r in rows])).select(key, growth.column)
+        .collect().iter_rows()
     )
-    changed = [r for r in rows if r[key] in current and (
-        (r[column] or 0) > (current[r[key]] or 0) if table == "trajectories" else r[column] != current[r[key]])]
+    changed = [r for r in rows if r[key] in current and growth.beats(r[growth.column], current[r[key]])]
     if not changed:
         return 0
     source = conform(table, [{**r, "ingest_id": ingest_id, "ingested_at": now} for r in changed])
-    lake.merge_update(table, source, key=key, only_if=only_if, metadata=metadata)
+    lake.merge_update(table, source, key=key, only_if=growth.only_if, metadata=metadata)
     return source.num_rows
 
 
