@@ -15,6 +15,7 @@ Contract:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import multiprocessing
@@ -49,6 +50,10 @@ DEFAULT_MAX_RAW_BYTES = 1 << 20
 DEFAULT_FLUSH_BYTES = 16 << 20
 # Below this much input, starting reader processes costs more than it saves.
 PARALLEL_MIN_BYTES = 32 << 20
+# A JSONL file larger than this, whose lines are independent records, is read in line-aligned parts of
+# about this size: a single huge file then streams (and spreads over the readers) like many small ones.
+PART_BYTES = 128 << 20
+_HASH_CHUNK = 8 << 20
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Tables written per ingest, in this order (parents before children only for readability: ids make
 # any order safe to re-run).
@@ -150,6 +155,7 @@ def ingest(
     flush_bytes: int = DEFAULT_FLUSH_BYTES,
     workers: int | None = None,
     parallel_min_bytes: int = PARALLEL_MIN_BYTES,
+    part_bytes: int = PART_BYTES,
 ) -> IngestReport:
     """Ingest files and directories into ``lake``.
 
@@ -167,6 +173,8 @@ def ingest(
             deduplication and the commits stay in this process, in input order, so the result is
             the same row for row as with ``workers=1`` (everything in this process).
         parallel_min_bytes: inputs smaller than this are read in this process whatever ``workers``.
+        part_bytes: a JSONL file of independent records larger than this is read in line-aligned parts
+            of about this size (same rows, same locators), so no file is ever held whole.
 
     Returns:
         The :class:`IngestReport`.
@@ -186,6 +194,8 @@ def ingest(
         raise ValueError(f"max_raw_bytes must be >= 0, got {max_raw_bytes}")
     if flush_bytes < 1:
         raise ValueError(f"flush_bytes must be >= 1, got {flush_bytes}")
+    if part_bytes < 1:
+        raise ValueError(f"part_bytes must be >= 1, got {part_bytes}")
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be >= 1 (1 reads in this process), got {workers}")
     files, skipped = discover(paths)
@@ -198,6 +208,7 @@ def ingest(
         # entity wins, so a full trajectory beats a bare prediction and a dataset's task row beats a
         # prompt recovered from a trajectory.
         members = sorted(((g, s, a) for g, ms in groups for s, a in ms), key=lambda m: -m[2].rank)
+        members = [(g, part, a) for g, s, a in members for part in _parts(s, a, part_bytes)]
         total = sum(s.size for _, s, _ in members)
         processes = 1 if total < parallel_min_bytes else min(workers or min(os.cpu_count() or 1, 8), len(members))
         pending = 0
@@ -261,6 +272,50 @@ def _read_members(members: list[Member], processes: int) -> Iterator[tuple[Membe
                 future.cancel()
 
 
+def _parts(source: SourceFile, adapter: Adapter, part_bytes: int) -> list[SourceFile]:
+    """``source`` as line-aligned parts of about ``part_bytes`` (itself when small or not splittable).
+
+    One streaming pass hashes the file (every part carries the file's hash) and counts line breaks
+    by ``bytes.splitlines``' rule, so each part numbers its lines as the whole file would.
+    """
+    if not adapter.splittable or source.size <= part_bytes or source.is_json_document():
+        return [source]
+    digest = hashlib.sha256()
+    cuts: list[tuple[int, int]] = [(0, 1)]  # (byte offset, number of the first line)
+    position = lines = 0
+    previous = b""
+    next_cut = part_bytes
+    with source.path.open("rb") as handle:
+        while chunk := handle.read(_HASH_CHUNK):
+            digest.update(chunk)
+            start = 0
+            while position + len(chunk) > next_cut:  # a cut falls in this chunk: after the next "\n"
+                newline = chunk.find(b"\n", max(start, next_cut - position))
+                if newline < 0:
+                    break  # the line goes on into the next chunk
+                lines += _line_breaks(chunk[start : newline + 1], previous)
+                previous, start = b"\n", newline + 1
+                cuts.append((position + start, lines + 1))
+                next_cut = position + start + part_bytes
+            if start < len(chunk):
+                lines += _line_breaks(chunk[start:], previous)
+                previous = chunk[-1:]
+            position += len(chunk)
+    sha256 = digest.hexdigest()
+    ends = [offset for offset, _ in cuts[1:]] + [position]
+    return [
+        SourceFile(source.path, span=(offset, end), first_line=first, sha256=sha256)
+        for (offset, first), end in zip(cuts, ends, strict=True)
+        if end > offset
+    ]
+
+
+def _line_breaks(data: bytes, previous: bytes) -> int:
+    """Line breaks in ``data`` as ``bytes.splitlines`` counts them (``\\r\\n`` is one, even split after ``previous``)."""
+    pairs = data.count(b"\r\n") + (previous == b"\r" and data[:1] == b"\n")
+    return data.count(b"\n") + data.count(b"\r") - pairs
+
+
 def _group(
     files: list[Path], report: IngestReport, writer: _Writer
 ) -> list[tuple[RunGroup, list[tuple[SourceFile, Adapter]]]]:
@@ -273,8 +328,12 @@ def _group(
         source = SourceFile(path=path)
         adapter = detect(source)
         if adapter is None:
-            reason = "empty file" if not source.data.strip() else "unknown format: no adapter recognises this content"
-            writer.quarantine(source, "detect", Quarantined(table="unknown", locator="$", error=reason, raw=source.data))
+            # Only the head is read: an unknown file may be larger than memory (the writer caps raw anyway).
+            raw = source.head(writer.max_raw_bytes + 1)
+            empty = not raw.strip() and (source.size <= len(raw) or not source.data.strip())
+            reason = "empty file" if empty else "unknown format: no adapter recognises this content"
+            writer.quarantine(source, "detect", Quarantined(table="unknown", locator="$", error=reason, raw=raw,
+                                                            size=source.size))
             report.sources[source.uri] = "quarantined"
             source.release()
             continue
@@ -349,8 +408,8 @@ class _Writer:
             "locator": item.locator,
             "error": item.error,
             "raw": raw[: self.max_raw_bytes],
-            "raw_size": len(raw),
-            "raw_truncated": len(raw) > self.max_raw_bytes,
+            "raw_size": len(raw) if item.size is None else item.size,
+            "raw_truncated": max(len(raw), item.size or 0) > self.max_raw_bytes,
             "recorded_at": self.now,
         })
         logger.warning("quarantined %s %s: %s", source.path, item.locator, item.error)

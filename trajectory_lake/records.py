@@ -71,12 +71,14 @@ class Quarantined:
         locator: line number, byte offset or JSON path inside the source.
         error: a message that says what is wrong.
         raw: the record's raw bytes (the writer caps them and records the original size).
+        size: the record's size when ``raw`` is already only its head (a whole file too big to load).
     """
 
     table: str
     locator: str
     error: str
     raw: bytes
+    size: int | None = None
 
 
 def _now() -> datetime:

@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 
 from trajectory_lake import Lake, ingest
+from trajectory_lake.adapters import SourceFile
 from trajectory_lake.schema import KEYS
 
 from ._helpers import DATA_TABLES, unreconciled
@@ -53,3 +54,43 @@ def test_parallel_readers_write_the_same_rows_as_one_process(corpus, tmp_path):
 def test_workers_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="workers must be >= 1"):
         ingest([tmp_path], Lake(tmp_path / "lake"), workers=0)
+
+
+def test_a_large_jsonl_file_read_in_parts_gives_the_same_rows_and_locators(corpus, shared_data, tmp_path):
+    # A Lite run file with CRLF endings, a bare-CR break and malformed lines deep inside, so that line
+    # numbers in quarantine locators must be counted across parts.
+    lines = (shared_data / "swebench-lite/candidates/20240402_sweagent_gpt4.jsonl").read_bytes().splitlines()
+    lines[150:150] = [b'{"instance_id": "broken__x-1", "model_patch": ', b"\xff\xfe junk", b""]
+    big = tmp_path / "in" / "20240402_sweagent_gpt4" / "all_preds.jsonl"
+    big.parent.mkdir(parents=True)
+    big.write_bytes(b"\r\n".join(lines[:100]) + b"\r" + b"\n".join(lines[100:]) + b"\n")
+    inputs = [*corpus, big.parent]
+    whole_lake, parts_lake = Lake(tmp_path / "whole"), Lake(tmp_path / "parts")
+
+    whole = ingest(inputs, whole_lake, workers=1)
+    parts = ingest(inputs, parts_lake, workers=2, parallel_min_bytes=0, part_bytes=64 << 10)
+
+    assert {t: vars(c) for t, c in parts.counts.items()} == {t: vars(c) for t, c in whole.counts.items()}
+    assert (parts.warnings, parts.sources) == (whole.warnings, whole.sources)
+    for table in (*DATA_TABLES, "quarantine"):
+        assert _rows(parts_lake, table).equals(_rows(whole_lake, table)), table
+    locators = parts_lake.read("quarantine").filter(pl.col("source_uri") == big.as_uri())["locator"].sort()
+    assert locators.to_list() == ["line 151", "line 152"]  # 1-based, after 100 CRLF lines and one bare CR
+
+
+def test_a_part_is_read_alone_never_the_whole_file(shared_data, tmp_path, monkeypatch):
+    source = shared_data / "formats/openhands/official_example_multi_swe_bench_output.jsonl"
+    reads: list[int] = []
+    original = SourceFile._read
+
+    def spy(self, offset, length):
+        data = original(self, offset, length)
+        reads.append(len(data))
+        return data
+
+    monkeypatch.setattr(SourceFile, "_read", spy)
+    monkeypatch.setattr(Path, "read_bytes", lambda self: pytest.fail(f"read whole: {self}"))
+    report = ingest([source], Lake(tmp_path / "lake"), workers=1, part_bytes=128 << 10)
+
+    assert report.counts["trajectories"].written > 0 and not unreconciled(report)
+    assert 0 < max(reads) < source.stat().st_size  # the parts and the sniffing heads, never the file

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -16,37 +18,71 @@ from trajectory_lake.records import Bundle, Quarantined
 
 __all__ = ["Adapter", "Labels", "RunGroup", "SourceFile"]
 
+# Bytes per read when hashing a file from disk.
+_CHUNK = 8 << 20
+
 # instance id -> outcome name -> value (e.g. {"django__django-11099": {"resolved": 1.0}})
 Labels = dict[str, dict[str, float]]
 
 
 class SourceFile:
-    """One input file. Its bytes are read on first use and can be released once it has been read, so
-    an ingest holds one file at a time however large the input.
+    """One input file, or a line-aligned part of one. Its bytes are read on first use and can be released
+    once it has been read, so an ingest holds one file (or part) at a time however large the input.
+    Sniffing reads only the head and the tail; lines are read lazily.
 
     Args:
         path: where it is read from.
         data: its bytes, if already in memory (else read from ``path`` on first use).
+        span: ``(start, end)`` byte offsets when this is a part of the file (lines never straddle parts).
+        first_line: the file's line number of the part's first line (locators name file line numbers).
+        sha256: the whole file's hash, when already known (a part's ``sha256`` is its file's).
     """
 
-    def __init__(self, path: Path, data: bytes | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        data: bytes | None = None,
+        *,
+        span: tuple[int, int] | None = None,
+        first_line: int = 1,
+        sha256: str | None = None,
+    ) -> None:
         self.path = path
         self._data = data
+        self.span = span
+        self.first_line = first_line
+        if sha256 is not None:
+            self.__dict__["sha256"] = sha256
 
     def __repr__(self) -> str:
-        return f"SourceFile({str(self.path)!r})"
+        part = f", span={self.span}" if self.span else ""
+        return f"SourceFile({str(self.path)!r}{part})"
 
     @property
     def data(self) -> bytes:
-        """The file's bytes."""
+        """The file's (or part's) bytes."""
         if self._data is None:
-            self._data = self.path.read_bytes()
+            self._data = self._read(0, None)
         return self._data
 
     @property
     def size(self) -> int:
-        """The file's size in bytes (without reading it)."""
-        return len(self._data) if self._data is not None else self.path.stat().st_size
+        """The file's (or part's) size in bytes (without reading it)."""
+        if self._data is not None:
+            return len(self._data)
+        if self.span is not None:
+            return self.span[1] - self.span[0]
+        return self.path.stat().st_size
+
+    def _read(self, offset: int, length: int | None) -> bytes:
+        """``length`` bytes (``None``: to the end) from ``offset`` within the file or part, from disk."""
+        start, end = self.span if self.span is not None else (0, None)
+        begin = start + offset
+        if end is not None:
+            length = max(0, end - begin) if length is None else max(0, min(length, end - begin))
+        with self.path.open("rb") as handle:
+            handle.seek(begin)
+            return handle.read() if length is None else handle.read(length)
 
     def release(self) -> None:
         """Forget the bytes and everything parsed from them (the hash is kept)."""
@@ -62,8 +98,17 @@ class SourceFile:
 
     @cached_property
     def sha256(self) -> str:
-        """SHA-256 of the bytes: identifies the source for exactly-once ingestion."""
-        return content_sha256(self.data)
+        """SHA-256 of the whole file's bytes: identifies the source for exactly-once ingestion.
+
+        Streamed from disk when the bytes are not in memory (a part hashes its whole file).
+        """
+        if self._data is not None and self.span is None:
+            return content_sha256(self._data)
+        digest = hashlib.sha256()
+        with self.path.open("rb") as handle:
+            while chunk := handle.read(_CHUNK):
+                digest.update(chunk)
+        return digest.hexdigest()
 
     @cached_property
     def text(self) -> str:
@@ -89,8 +134,32 @@ class SourceFile:
             raise ValueError(f"invalid JSON: {_brief(exc)}") from exc
 
     def head(self, n: int = 65536) -> bytes:
-        """The first ``n`` bytes, for cheap sniffing."""
-        return self.data[:n]
+        """The first ``n`` bytes, for cheap sniffing (read from disk alone when the file is not loaded)."""
+        return self._data[:n] if self._data is not None else self._read(0, n)
+
+    def tail(self, n: int = 65536) -> bytes:
+        """The last ``n`` bytes, for cheap sniffing."""
+        if self._data is not None:
+            return self._data[-n:] if n else b""
+        return self._read(max(0, self.size - n), n) if n else b""
+
+    def lines(self) -> Iterator[bytes]:
+        """The raw lines, without their line breaks (``bytes.splitlines``' rule: ``\\n``, ``\\r\\n``, ``\\r``),
+        read lazily: taking the first few lines of a huge file reads only those."""
+        if self._data is not None:
+            yield from self._data.splitlines()
+            return
+        start, end = self.span if self.span is not None else (0, None)
+        with self.path.open("rb") as handle:
+            handle.seek(start)
+            position = start
+            for line in handle:
+                if end is not None and position >= end:
+                    return
+                position += len(line)
+                if end is not None and position > end:  # a part ends on a line break; never read past it
+                    line = line[: len(line) - (position - end)]
+                yield from line.splitlines() or [b""]
 
     def first_json_lines(self, limit: int = 5, *, max_lines: int = 50) -> list[Any]:
         """Up to ``limit`` JSON values from the first ``max_lines`` lines that parse (for sniffing JSONL).
@@ -98,13 +167,7 @@ class SourceFile:
         Lines are read whole, however long: a record with a 50 MB field is still recognised.
         """
         out: list[Any] = []
-        data, start = self.data, 0
-        for _ in range(max_lines):
-            if start >= len(data):
-                break
-            end = data.find(b"\n", start)
-            end = len(data) if end < 0 else end
-            raw, start = data[start:end], end + 1
+        for raw in itertools.islice(self.lines(), max_lines):
             if not raw.strip():
                 continue
             try:
@@ -113,6 +176,20 @@ class SourceFile:
                 continue
             if len(out) >= limit:
                 break
+        return out
+
+    def first_records(self, limit: int) -> list[Any]:
+        """The first ``limit`` non-blank lines parsed whole, ``None`` for a line that does not parse (sniffing)."""
+        out: list[Any] = []
+        for raw in self.lines():
+            if len(out) >= limit:
+                break
+            if not raw.strip():
+                continue
+            try:
+                out.append(loads(raw))
+            except (ValueError, RecursionError):  # not UTF-8 / JSON, a number too long, nesting too deep
+                out.append(None)
         return out
 
     def is_json_document(self) -> bool:
@@ -196,6 +273,9 @@ class Adapter(ABC):
     # Within one run group, adapters with a higher rank are read first, so the richer source of a
     # rollout (a full trajectory) wins over a bare prediction of the same rollout.
     rank: ClassVar[int] = 0
+    # Whether each line of a JSONL source is read on its own (no state spans lines), so a large file may
+    # be read in line-aligned parts, in parallel and without ever holding it whole.
+    splittable: ClassVar[bool] = False
 
     @classmethod
     @abstractmethod
@@ -222,7 +302,7 @@ class Adapter(ABC):
 
     def iter_json_lines(self, source: SourceFile) -> Iterator[tuple[int, bytes, Any] | Quarantined]:
         """``(line_number, raw, value)`` for each non-blank line; malformed lines come back quarantined."""
-        for number, raw in enumerate(source.data.splitlines(), start=1):
+        for number, raw in enumerate(source.lines(), start=source.first_line):
             if not raw.strip():
                 continue
             try:

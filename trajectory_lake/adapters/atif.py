@@ -103,7 +103,7 @@ class AtifTrajectory(Adapter):
             return False
         if _SCHEMA_MARK.search(source.head(4096)):
             return True  # Harbor's models write schema_version first; a broken body is for read() to report
-        if b"ATIF-" not in source.data[-65536:]:
+        if b"ATIF-" not in source.tail(65536):
             return False
         try:
             document = source.document
@@ -398,7 +398,7 @@ def _is_reward_file(source: SourceFile) -> bool:
     if (
         source.path.name not in _REWARD_FILES
         or source.path.parent.name != "verifier"
-        or len(source.data) > 4096
+        or source.size > 4096
     ):
         return False
     try:

@@ -54,7 +54,7 @@ class MiniSweAgentTrajectory(Adapter):
     def sniff(cls, source: SourceFile) -> bool:
         if not source.is_json_document():
             return False
-        marker = source.head(65536) + source.data[-4096:]
+        marker = source.head(65536) + source.tail(4096)
         if b"mini-swe-agent" not in marker and b'"mini_version"' not in marker:
             return False  # cheap rejection before parsing
         try:

@@ -122,7 +122,7 @@ class MoatlessTransitions(Adapter):
         if not source.is_json_document():
             return False
         head = source.head()
-        if b'"transitions"' not in head + source.data[-65536:]:
+        if b'"transitions"' not in head + source.tail(65536):
             return False
         try:
             document = source.document
@@ -367,7 +367,7 @@ class MoatlessSearchTree(Adapter):
         head = source.head()
         # ``dump_as_list`` writes ``parent_id`` last in every node, so a long agent config before the
         # nodes does not hide the format from a look at both ends.
-        if b'"node_id"' not in head and b'"parent_id"' not in source.data[-4096:]:
+        if b'"node_id"' not in head and b'"parent_id"' not in source.tail(4096):
             return False
         try:
             document = source.document

@@ -341,22 +341,6 @@ def _parse_call(record: Any, locator: str) -> _Call:  # noqa: ANN401
     return call
 
 
-def _first_lines(data: bytes, limit: int) -> list[Any]:
-    """Up to ``limit`` non-blank JSONL lines, parsed whole (``None`` for a line that does not parse)."""
-    out: list[Any] = []
-    start = 0
-    while len(out) < limit and start < len(data):
-        end = data.find(b"\n", start)
-        end = len(data) if end < 0 else end
-        line, start = data[start:end], end + 1
-        if line.strip():
-            try:
-                out.append(loads(line))
-            except (ValueError, RecursionError):  # not UTF-8 / JSON, a number too long, nesting too deep
-                out.append(None)
-    return out
-
-
 def _looks_like_call(record: Any) -> bool:  # noqa: ANN401
     if not isinstance(record, dict):
         return False
@@ -386,7 +370,7 @@ class OpenAIChatLog(Adapter):
                 return False
             sample = document[:5] if isinstance(document, list) else [document]
         else:
-            sample = [r for r in _first_lines(source.data, 5) if r is not None]
+            sample = [r for r in source.first_records(5) if r is not None]
         # Call-shaped records, at least one of them a whole call: a damaged record is the read's to
         # quarantine, not a reason to disown the file.
         return any(_looks_like_call(r) for r in sample) and all(

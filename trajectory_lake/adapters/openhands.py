@@ -646,26 +646,14 @@ def _sample_records(source: SourceFile, limit: int = 3) -> list[Any]:
         except ValueError:
             return []
         return document[:limit] if isinstance(document, list) else [document]
-    out = []
-    start = 0
-    while len(out) < limit and start < len(source.data):
-        end = source.data.find(b"\n", start)
-        end = len(source.data) if end < 0 else end
-        line = source.data[start:end]
-        start = end + 1
-        if not line.strip():
-            continue
-        try:
-            out.append(loads(line))
-        except (ValueError, RecursionError):  # not UTF-8 / JSON, a number too long, nesting too deep
-            out.append(None)
-    return out
+    return source.first_records(limit)
 
 
 class _LineAdapter(Adapter):
     """Shared reading of one-record-per-line OpenHands outputs."""
 
     rank: ClassVar[int] = 20
+    splittable: ClassVar[bool] = True
     _markers: ClassVar[tuple[bytes, ...]] = ()
 
     @classmethod

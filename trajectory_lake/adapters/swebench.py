@@ -100,10 +100,13 @@ def _first_lines(source: SourceFile, limit: int = 5) -> list[Any]:
     """Up to ``limit`` JSON values from the first lines, as ``SourceFile.first_json_lines`` gives them, except
     that the last line starting in the head is parsed whole: a line carries a whole patch, and one longer
     than the head must still be recognised."""
-    head = source.head()
-    lines = head.splitlines()
-    if lines and len(source.data) > len(head) and not head.endswith((b"\n", b"\r")):
-        lines[-1] += source.data[len(head) :].split(b"\n", 1)[0]
+    head = len(source.head())
+    lines, offset = [], 0
+    for raw in source.lines():  # lazily: only the lines that start in the head are read
+        if offset >= head:
+            break
+        lines.append(raw)
+        offset += len(raw) + 1
     out = []
     for raw in lines:
         if not raw.strip():
@@ -144,6 +147,8 @@ def _require_str(record: Mapping[str, Any], key: str) -> str:
 
 class _RecordAdapter(Adapter):
     """An adapter over a file of independent records (JSONL, JSON array, or object keyed by id)."""
+
+    splittable: ClassVar[bool] = True
 
     def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
         for item in _records(self, source):
