@@ -36,9 +36,16 @@ import torch
 from transformers import Qwen3Config, Qwen3Model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(1, str(Path(__file__).resolve().parent))
 
-from value_model._runtime import autocast  # noqa: E402
-from value_model.model import ValueModel  # noqa: E402
+# The GPU machine lacks polars/deltalake/MLflow, which value_model's package imports but this check never
+# calls: placeholders stand in for them there (and only where they are missing).
+from _absent import install
+
+install()
+
+from value_model._runtime import autocast
+from value_model.model import ValueModel
 
 # Qwen3-4B's published config.json (the shape that matters: layers, widths, heads, vocabulary).
 QWEN3_4B = dict(
@@ -148,22 +155,23 @@ def main() -> None:
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(f"value-model GPU check: {'tiny Qwen3' if args.tiny else 'Qwen3-4B shape'}, random weights, "
           f"batch 1, gradient checkpointing, bf16 autocast; device {gpu}; torch {torch.__version__}")
-    results = [
-        run_setting(shape, lora=lora, seq_len=seq_len, steps=args.steps, warmup=args.warmup, device=device,
-                    peak_tflops=args.peak_tflops)
-        for lora in (True, False) for seq_len in seq_lens
-    ]
     print(f"{'setting':<12}{'tokens':>8}{'params B':>10}{'trainable M':>13}{'tokens/s':>11}{'s/step':>9}"
-          f"{'peak GiB':>10}{'MFU':>7}")
-    for r in results:
-        def fmt(value: float | None, spec: str) -> str:
-            width = int("".join(c for c in spec if c.isdigit()).split(".")[0] or 0) if "." not in spec else \
-                int(spec[1:spec.index(".")])
-            return format(value, spec) if value is not None else format(r.note or "n/a", f">{width}")
-        print(f"{r.setting:<12}{r.seq_len:>8}{r.params_b:>10.2f}{r.trainable_m:>13.1f}{fmt(r.tokens_per_s, '>11.0f')}"
-              f"{fmt(r.step_s, '>9.2f')}{fmt(r.peak_gib, '>10.1f')}{fmt(r.mfu, '>7.1%')}")
-    if args.json:
-        args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))
+          f"{'peak GiB':>10}{'MFU':>7}", flush=True)
+    results = []
+    for lora in (True, False):
+        for seq_len in seq_lens:  # each row as soon as it is measured: a run cut short keeps what it did
+            r = run_setting(shape, lora=lora, seq_len=seq_len, steps=args.steps, warmup=args.warmup, device=device,
+                            peak_tflops=args.peak_tflops)
+            results.append(r)
+
+            def fmt(value: float | None, spec: str, r: Result = r) -> str:
+                width = int(spec[1:spec.index(".")]) if "." in spec else int(spec[1:])
+                return format(value, spec) if value is not None else format(r.note or "n/a", f">{width}")
+            print(f"{r.setting:<12}{r.seq_len:>8}{r.params_b:>10.2f}{r.trainable_m:>13.1f}"
+                  f"{fmt(r.tokens_per_s, '>11.0f')}{fmt(r.step_s, '>9.2f')}{fmt(r.peak_gib, '>10.1f')}"
+                  f"{fmt(r.mfu, '>7.1%')}", flush=True)
+            if args.json:
+                args.json.write_text(json.dumps([asdict(x) for x in results], indent=2))
 
 
 if __name__ == "__main__":

@@ -20,11 +20,24 @@ Sections (each server runs in its own process on 127.0.0.1; the load comes from 
    answered: 200 or 429, none lost), what a newcomer probing from a third connection meanwhile gets
    and how fast, and the server's RSS before, at peak and after each burst.
 
+**On a GPU** (``--device cuda``, or ``auto`` where one is visible) sections 1 and 2 use a realistic value
+model instead: ``--model qwen3-4b``, a Qwen3-4B-shaped decoder (36 layers, d=2560, the shape
+``benchmarks/gpu_check.py`` trains) with random weights built from its config on the device and saved
+in bf16 as a value-model artefact (nothing is downloaded; the tokenizer is MiniLM's, ``--tokenizer``),
+served at ``--max-length`` 2048 with GPU-sized batches (``--max-batch-tokens`` 65536). The naive server
+and ``harvest serve`` load that same artefact on the same device in the same dtype, and the table
+prints the largest difference between the values the two return for the same requests.
+``--tiny`` runs the same path with a 2-layer Qwen3 and a handful of requests: a CPU smoke run of the
+GPU benchmark. Packages that the serving path imports but never calls here (polars, deltalake,
+MLflow, faiss) are replaced by placeholders when they are not installed (``benchmarks/_absent.py``).
+``benchmarks/gpu_all.sh`` runs this and ``gpu_check.py`` on a GPU machine in one bounded command.
+
 ``--threads`` (default 1) pins torch to that many threads in every server: on a small shared machine
 one thread is the stable setting; with more threads than idle cores, a batch-1 forward pass can be
 several times slower still, which flatters batching.
 
-Usage: ``python benchmarks/serve.py [--data ../shared/data/swebench-lite] [--threads 1] [--quick]``
+Usage: ``python benchmarks/serve.py [--data ../shared/data/swebench-lite] [--threads 1] [--quick]
+[--sections 1234] [--device auto|cpu|cuda] [--model auto|minilm|qwen3-small|qwen3-4b] [--tiny] [--json PATH]``
 """
 
 from __future__ import annotations
@@ -33,6 +46,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -40,7 +54,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+import traceback
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -50,6 +65,17 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "swebench-lite"
 THREADS = 0  # set by --threads
+
+# The small CPU decoder of section 2 (vocabulary: the tokenizer's).
+SMALL_QWEN3 = dict(
+    hidden_size=256,
+    intermediate_size=768,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=64,
+    max_position_embeddings=4096,
+)
 
 
 # -- data and models ------------------------------------------------------------------------------------
@@ -72,6 +98,8 @@ def lite_requests(data: Path, *, limit: int) -> list[dict[str, Any]]:
         for i, cs in sorted(patches.items())
         if len(cs) >= 2
     ]
+    if len(bodies) < limit:  # more requests than Lite has tasks: send them again (no score cache)
+        bodies = bodies * (limit // len(bodies) + 1)
     return bodies[:limit]
 
 
@@ -83,45 +111,64 @@ def minilm_artefact(directory: Path, *, max_length: int) -> Path:
     return model.save(directory, tokenizer, max_length=max_length)
 
 
-def decoder_artefact(directory: Path, *, max_length: int) -> Path:
-    """A small random Qwen3 (4 layers, d=256) with the MiniLM tokenizer, as a value-model artefact."""
+def decoder_artefact(
+    directory: Path,
+    *,
+    max_length: int,
+    shape: dict[str, Any] | None = None,
+    device: str = "cpu",
+    tokenizer: Path | None = None,
+) -> Path:
+    """A random Qwen3 with the MiniLM tokenizer, as a value-model artefact.
+
+    ``shape`` is a Qwen3 config (default: the small CPU one, 4 layers, d=256, vocabulary the
+    tokenizer's). On CUDA the weights are initialised on the device and saved in bf16, as a trained
+    Qwen3-4B artefact would be; on CPU in float32.
+    """
     import torch
-    from transformers import AutoModel, AutoTokenizer, Qwen3Config
+    from transformers import AutoModel, AutoTokenizer, Qwen3Config, Qwen3Model
 
     from value_model import ValueModel
     from value_model.model import resolve_backbone
 
-    tokenizer = AutoTokenizer.from_pretrained(resolve_backbone("minilm"))
-    config = Qwen3Config(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=256,
-        intermediate_size=768,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=64,
-        max_position_embeddings=4096,
-        architectures=["Qwen3ForCausalLM"],
-    )
+    tokens = AutoTokenizer.from_pretrained(tokenizer or resolve_backbone("minilm"))
     torch.manual_seed(0)
-    model = ValueModel(AutoModel.from_config(config), pooling="last")
-    return model.save(directory, tokenizer, max_length=max_length)
+    if shape is None:  # the CPU default, built exactly as before
+        config = Qwen3Config(vocab_size=tokens.vocab_size, **SMALL_QWEN3, architectures=["Qwen3ForCausalLM"])
+        backbone = AutoModel.from_config(config)
+    else:
+        vocab = max(int(shape.get("vocab_size", 0)), len(tokens))
+        config = Qwen3Config(**{**shape, "vocab_size": vocab}, architectures=["Qwen3ForCausalLM"])
+        with torch.device(device):
+            backbone = Qwen3Model(config)
+        if torch.device(device).type == "cuda":
+            backbone = backbone.to(torch.bfloat16)
+    model = ValueModel(backbone, pooling="last")
+    path = model.save(directory, tokens, max_length=max_length)
+    del model, backbone
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return path
 
 
 # -- servers (child processes) --------------------------------------------------------------------------
 
 
 def _server_main(argv: Sequence[str]) -> None:
-    """``serve.py _server KIND PORT [MODEL_DIR]``: run one server until killed."""
+    """``serve.py _server KIND PORT [MODEL_DIR DEVICE MAX_BATCH_TOKENS]``: run one server until killed."""
+    from _absent import install
+
+    install()
     import uvicorn
 
     kind, port = argv[0], int(argv[1])
+    device = argv[3] if len(argv) > 3 else "cpu"
     if kind == "naive":
         from fastapi import FastAPI
 
         from value_model import Scorer
 
-        scorer = Scorer.from_directory(argv[2])
+        scorer = Scorer.from_directory(argv[2], device=device)
         app = FastAPI()
 
         @app.post("/v1/rerank")
@@ -158,9 +205,10 @@ def _server_main(argv: Sequence[str]) -> None:
             app = create_app(
                 Settings(
                     model=argv[2],
+                    device=device,
                     cache_size=0,
                     max_queue=256,
-                    max_batch_tokens=8192,
+                    max_batch_tokens=int(argv[4]) if len(argv) > 4 else 8192,
                     max_batch_size=64,
                     max_wait_ms=2.0,
                 )
@@ -194,34 +242,53 @@ class Server:
 
 
 @contextmanager
-def server(kind: str, model_dir: Path | None = None, *, timeout: float = 300) -> Iterator[Server]:
-    port = _free_port()
-    cmd = [sys.executable, __file__, "_server", kind, str(port), *([str(model_dir)] if model_dir else [])]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HARVEST_HOME": tempfile.mkdtemp(prefix="harvest-bench-")}
-    if THREADS:  # the same torch/OpenMP thread count in every server
-        env.update(OMP_NUM_THREADS=str(THREADS), MKL_NUM_THREADS=str(THREADS))
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
+def servers(*specs: Sequence[str], timeout: float = 600) -> Iterator[list[Server]]:
+    """Start one server per ``(kind, *args)`` spec at once (a big model loads in all of them in
+    parallel), wait until every one answers ``/health``, and stop them all afterwards."""
+    started: list[tuple[str, Server]] = []
     try:
+        for kind, *args in specs:
+            port = _free_port()
+            cmd = [sys.executable, __file__, "_server", kind, str(port), *map(str, args)]
+            env = {
+                **os.environ,
+                # keep what the caller put on the path (gpu_all.sh's carried wheels)
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+                "HARVEST_HOME": tempfile.mkdtemp(prefix="harvest-bench-"),
+            }
+            if THREADS:  # the same torch/OpenMP thread count in every server
+                env.update(OMP_NUM_THREADS=str(THREADS), MKL_NUM_THREADS=str(THREADS))
+            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+            started.append((kind, Server(proc, f"http://127.0.0.1:{port}")))
         deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the {kind} server exited with {proc.returncode}")
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the {kind} server did not start within {timeout:.0f}s")
-            time.sleep(0.1)
-        yield Server(proc, url)
+        for kind, live in started:
+            while True:
+                if live.proc.poll() is not None:
+                    raise RuntimeError(f"the {kind} server exited with {live.proc.returncode}")
+                try:
+                    if httpx.get(f"{live.url}/health", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the {kind} server did not start within {timeout:.0f}s")
+                time.sleep(0.1)
+        yield [live for _, live in started]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        for _, live in started:
+            live.proc.terminate()
+        for _, live in started:
+            try:
+                live.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                live.proc.kill()
+
+
+@contextmanager
+def server(kind: str, *args: Any, timeout: float = 600) -> Iterator[Server]:
+    """One server (see :func:`servers`)."""
+    with servers((kind, *args), timeout=timeout) as (live,):
+        yield live
 
 
 # -- load generation ------------------------------------------------------------------------------------
@@ -268,17 +335,41 @@ def ms(seconds: float) -> str:
 # -- sections -------------------------------------------------------------------------------------------
 
 
+def _values(url: str, bodies: Sequence[dict[str, Any]]) -> list[float]:
+    """The raw values a server returns for ``bodies``, in candidate order (one request at a time)."""
+    out: list[float] = []
+    with httpx.Client(base_url=url, timeout=600) as client:
+        for body in bodies:
+            response = client.post("/v1/rerank", json=body)
+            response.raise_for_status()
+            by_index = {r["index"]: float(r["value"]) for r in response.json()["results"]}
+            out += [by_index[i] for i in range(len(body["candidates"]))]
+    return out
+
+
 def section_throughput(
-    bodies: list[dict[str, Any]], model_dir: Path, levels: dict[int, int]
+    bodies: list[dict[str, Any]],
+    model_dir: Path,
+    levels: dict[int, int],
+    *,
+    device: str = "cpu",
+    max_batch_tokens: int = 8192,
 ) -> list[list[str]]:
     """Both servers run at once; each level's requests are split in halves sent naive, harvest, harvest,
-    naive (ABBA), so a change in the machine's load during the run falls on both alike."""
+    naive (ABBA), so a change in the machine's load during the run falls on both alike.
+
+    Both load the same artefact on the same device (in its saved dtype: float32 on CPU, bf16 on GPU);
+    the warm-up requests double as a check that they score alike."""
     labels = {"naive": "naive server: 1 forward per candidate, thread per request", "engine": "harvest serve"}
     rows = []
-    with server("naive", model_dir) as naive, server("engine", model_dir) as engine:
+    with servers(("naive", model_dir, device), ("engine", model_dir, device, max_batch_tokens)) as (
+        naive,
+        engine,
+    ):
         live = {"naive": naive, "engine": engine}
-        for kind in live:
-            asyncio.run(drive(live[kind].url, "/v1/rerank", bodies[:2], concurrency=2))  # warm-up
+        warm = {kind: _values(live[kind].url, bodies[:2]) for kind in live}  # warm-up
+        delta = max(abs(a - b) for a, b in zip(warm["naive"], warm["engine"], strict=True))
+        labels["engine"] += f" (max abs Δvalue vs naive {delta:.1e})"
         start = 2
         for concurrency, n in levels.items():
             chunk = bodies[start : start + n]
@@ -314,13 +405,20 @@ def section_throughput(
     return rows
 
 
-def section_prefix(bodies: list[dict[str, Any]], model_dir: Path, repeat: int) -> list[list[str]]:
+def section_prefix(
+    bodies: list[dict[str, Any]],
+    model_dir: Path,
+    repeat: int,
+    *,
+    device: str = "cpu",
+    label: str = "small random Qwen3, CPU",
+) -> list[list[str]]:
     import numpy as np
 
     from reranker_service import ScoreInput, ValueModelBackend
     from reranker_service.service import steps_of_messages
 
-    shared = ValueModelBackend.load(str(model_dir))
+    shared = ValueModelBackend.load(str(model_dir), device=device)
     whole = ValueModelBackend(shared.scorer, shared.info, share_prefix=False)
     body = max(bodies, key=lambda b: len(b["task"]["prompt"]))
     patches = [c["content"] for b in bodies for c in b["candidates"]][:12]
@@ -334,6 +432,9 @@ def section_prefix(bodies: list[dict[str, Any]], model_dir: Path, repeat: int) -
     )
     runs: dict[str, list[float]] = {"shared": [], "whole": []}
     outputs = {}
+    if device != "cpu":  # CUDA context, kernels and allocator warm-up, not timed
+        for backend in (whole, shared):
+            backend.forward(backend.prepare(query).items)
     for _ in range(repeat):
         for name, backend in (("whole", whole), ("shared", shared)):
             prepared = backend.prepare(query)
@@ -348,7 +449,7 @@ def section_prefix(bodies: list[dict[str, Any]], model_dir: Path, repeat: int) -
     what = f"prefix {prefix} tok + {len(patches)} x {suffix:.0f} tok"
     return [
         [
-            "2. shared prefix (small random Qwen3, CPU)",
+            f"2. shared prefix ({label})",
             f"recompute prefix per candidate: {what}",
             f"{len(patches) / t_whole:,.1f} cand/s",
             ms(t_whole),
@@ -357,7 +458,7 @@ def section_prefix(bodies: list[dict[str, Any]], model_dir: Path, repeat: int) -
             "",
         ],
         [
-            "2. shared prefix (small random Qwen3, CPU)",
+            f"2. shared prefix ({label})",
             f"prefix KV shared; max abs Δvalue = {delta:.1e}",
             f"{len(patches) / t_shared:,.1f} cand/s",
             ms(t_shared),
@@ -558,6 +659,14 @@ def section_load(n: int, concurrency: int) -> list[list[str]]:
     return rows
 
 
+HEADER = ["section", "setting", "throughput", "p50", "p99", "vs baseline", "target"]
+
+
+def _table(rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "_server":
         _server_main(sys.argv[2:])
@@ -575,41 +684,173 @@ def main() -> None:
         help="torch threads in every server and in the "
         "shared-prefix section (0: torch's default, one per core)",
     )
+    parser.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="where the models of sections 1 and 2 run (auto: cuda when a GPU is visible)",
+    )
+    parser.add_argument(
+        "--model",
+        choices=("auto", "minilm", "qwen3-small", "qwen3-4b"),
+        default="auto",
+        help="section 1's model (auto: minilm on CPU, qwen3-4b on CUDA); section 2 uses it when it is a "
+        "decoder, else qwen3-small on CPU and qwen3-4b on CUDA",
+    )
+    parser.add_argument(
+        "--tiny",
+        action="store_true",
+        help="qwen3-4b becomes a 2-layer Qwen3 and every section sends a handful of requests: a CPU smoke "
+        "run of the GPU benchmark",
+    )
+    parser.add_argument(
+        "--max-length", type=int, default=None, help="token budget of qwen3-4b (default 2048; tiny 512)"
+    )
+    parser.add_argument(
+        "--max-batch-tokens",
+        type=int,
+        default=None,
+        help="harvest serve's token budget per batch (default 8192 on CPU, 65536 on CUDA)",
+    )
+    parser.add_argument(
+        "--tokenizer", type=Path, default=None, help="tokenizer of the decoders (default: MiniLM's)"
+    )
+    parser.add_argument(
+        "--json", type=Path, default=None, help="also write the rows here (rewritten after each section)"
+    )
     args = parser.parse_args()
+    # ``timeout`` (gpu_all.sh) sends SIGTERM: unwind, so the server processes are stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    from _absent import install
+
+    absent = install()
+    import torch
+
     global THREADS
     THREADS = args.threads
     if THREADS:
-        import torch
-
         torch.set_num_threads(THREADS)
-    levels = {1: 4, 8: 16, 32: 64} if not args.quick else {1: 2, 8: 8, 32: 32}
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no GPU is visible to torch")
+    model = args.model if args.model != "auto" else ("qwen3-4b" if device == "cuda" else "minilm")
+    decoder = model if model.startswith("qwen3") else ("qwen3-4b" if device == "cuda" else "qwen3-small")
+    max_batch_tokens = args.max_batch_tokens or (65536 if device == "cuda" else 8192)
+    max_length = args.max_length or (512 if args.tiny else 2048)
+    if args.tiny:
+        levels = {1: 2, 8: 4, 32: 8}
+    elif args.quick:
+        levels = {1: 2, 8: 8, 32: 32}
+    else:
+        levels = {1: 8, 8: 48, 32: 128} if device == "cuda" else {1: 4, 8: 16, 32: 64}
     bodies = lite_requests(args.data, limit=2 + sum(levels.values()))
+    gpu = torch.cuda.get_device_name() if device == "cuda" else None
+    from gpu_check import QWEN3_4B, TINY
+
+    names = {
+        "minilm": "all-MiniLM-L6-v2 + random head, 128 tokens",
+        "qwen3-small": "small random Qwen3 (4 layers, d=256), 2048 tokens",
+        "qwen3-4b": (
+            f"tiny random Qwen3 (2 layers, d=64; --tiny), {max_length} tokens"
+            if args.tiny
+            else f"Qwen3-4B-shaped decoder, random weights, {max_length} tokens"
+        )
+        + (", bf16" if device == "cuda" else ", float32"),
+    }
+    short = {
+        "qwen3-small": "small random Qwen3",
+        "qwen3-4b": "tiny random Qwen3" if args.tiny else "random Qwen3-4B shape",
+    }
+    meta = {
+        "device": gpu or "CPU",
+        "cpu_cores": os.cpu_count(),
+        "torch": torch.__version__,
+        "section_1_model": names[model],
+        "section_2_model": names[decoder],
+        "max_batch_tokens": max_batch_tokens,
+        "placeholders_for": absent,
+        "tiny": args.tiny,
+        "quick": args.quick,
+    }
+    print(f"benchmarks/serve.py: {json.dumps(meta)}", file=sys.stderr, flush=True)
     rows: list[list[str]] = []
     started = time.perf_counter()
+
+    def done(new: list[list[str]]) -> None:
+        rows.extend(new)
+        print(_table(new), file=sys.stderr, flush=True)  # each section as soon as it is measured
+        if args.json:
+            elapsed = time.perf_counter() - started
+            args.json.write_text(
+                json.dumps({"meta": {**meta, "seconds": round(elapsed, 1)}, "header": HEADER, "rows": rows})
+            )
+
+    def run(section: str, measure: Callable[[], list[list[str]]]) -> None:
+        """One section; a failure becomes a row (and a traceback on stderr) and the next section runs."""
+        try:
+            done(measure())
+        except Exception as exc:
+            traceback.print_exc()
+            done([[f"{section}. FAILED", f"{type(exc).__name__}: {exc}"[:300], "", "", "", "", ""]])
+
     with tempfile.TemporaryDirectory(prefix="harvest-serve-bench-") as tmp:
+        built: dict[str, Path] = {}
+
+        def artefact(name: str) -> Path:
+            if name not in built:
+                if name == "minilm":
+                    built[name] = minilm_artefact(Path(tmp) / "minilm", max_length=128)
+                elif name == "qwen3-small":
+                    built[name] = decoder_artefact(
+                        Path(tmp) / "qwen3", max_length=2048, tokenizer=args.tokenizer
+                    )
+                else:
+                    built[name] = decoder_artefact(
+                        Path(tmp) / "qwen3-4b",
+                        max_length=max_length,
+                        shape=TINY if args.tiny else QWEN3_4B,
+                        device=device,
+                        tokenizer=args.tokenizer,
+                    )
+            return built[name]
+
         if "1" in args.sections:
-            rows += section_throughput(bodies, minilm_artefact(Path(tmp) / "minilm", max_length=128), levels)
+            run(
+                "1",
+                lambda: section_throughput(
+                    bodies, artefact(model), levels, device=device, max_batch_tokens=max_batch_tokens
+                ),
+            )
         if "2" in args.sections:
-            rows += section_prefix(
-                bodies,
-                decoder_artefact(Path(tmp) / "qwen3", max_length=2048),
-                repeat=3 if not args.quick else 1,
+            where = gpu or "CPU"
+            run(
+                "2",
+                lambda: section_prefix(
+                    bodies,
+                    artefact(decoder),
+                    repeat=3 if not (args.quick or args.tiny) else 1,
+                    device=device,
+                    label=f"{short[decoder]}, {where}",
+                ),
             )
     if "3" in args.sections:
-        rows += section_overhead(300 if not args.quick else 50)
+        run("3", lambda: section_overhead(300 if not (args.quick or args.tiny) else 50))
     if "4" in args.sections:
-        rows += section_load(1000 if not args.quick else 300, 64)
+        run("4", lambda: section_load(1000 if not (args.quick or args.tiny) else 300, 64))
     cores = os.cpu_count()
     load = os.getloadavg()[0]
+    where = f"{gpu} + {cores} CPU cores" if gpu else f"{cores} CPU cores"
     print(
-        f"\nbenchmarks/serve.py on {cores} CPU cores (load average {load:.1f} at the end), "
+        f"\nbenchmarks/serve.py on {where} (load average {load:.1f} at the end), "
         f"{time.perf_counter() - started:,.0f} s in all\n"
     )
-    header = ["section", "setting", "throughput", "p50", "p99", "vs baseline", "target"]
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
+    if "1" in args.sections or "2" in args.sections:
+        print(f"Section 1 model: {names[model]}; section 2 model: {names[decoder]}.\n")
+    print(_table(rows))
+    if any(row[0].endswith("FAILED") for row in rows):
+        sys.exit(1)
 
 
 if __name__ == "__main__":
