@@ -1,7 +1,10 @@
 """Feedback: remember what was served, and write an agent's choice and outcome back to the lake.
 
 The service keeps the last ``feedback_window`` served requests (and at most ``max_bytes`` of their
-candidates) in memory; ``POST /v1/feedback {request_id, chosen_index?, outcome?}`` looks the request
+candidates) in memory and, with a ``feedback_store``, in a SQLite file too, so feedback on a request
+served before a restart still resolves (the file keeps the same number of requests; one row per
+request: ``request_id``, ``served_at`` and the :class:`ServedRequest` as JSON).
+``POST /v1/feedback {request_id, chosen_index?, outcome?}`` looks the request
 up and hands it to :func:`trajectory_lake.feedback.write_feedback`, which turns it into ordinary
 ``tasks`` / ``candidates`` / ``outcomes`` / ``rerank_events`` rows, so the next training slice reads
 served decisions like any other rollout. Nothing touches the lake while serving a rerank; a write
@@ -11,11 +14,15 @@ happens only when feedback arrives, in a thread, one at a time.
 from __future__ import annotations
 
 import asyncio
+import json
+import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 from reranker_service.exceptions import RequestNotFoundError
 from trajectory_lake import Lake
@@ -44,21 +51,67 @@ class ServedRequest:
         """Approximate bytes held."""
         return len(self.prompt) + sum(len(c.content) for c in self.candidates) + 64 * len(self.candidates)
 
+    def to_json(self) -> str:
+        """The record as JSON (what the feedback store keeps)."""
+        record: dict[str, Any] = asdict(self)
+        record["served_at"] = self.served_at.isoformat()
+        return json.dumps(record, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> ServedRequest:
+        """A record written by :meth:`to_json`."""
+        record = json.loads(text)
+        return cls(
+            **{
+                **record,
+                "candidates": tuple(ServedCandidate(**c) for c in record["candidates"]),
+                "values": tuple(record["values"]),
+                "scores": tuple(record["scores"]),
+                "served_at": datetime.fromisoformat(record["served_at"]),
+            }
+        )
+
 
 class ServedLog:
     """The most recent served requests, bounded by count and bytes (oldest out first); thread-safe.
 
     Args:
         max_requests: requests kept.
-        max_bytes: candidate and prompt text kept, in total.
+        max_bytes: candidate and prompt text kept in memory, in total.
+        path: a SQLite file that also keeps the last ``max_requests`` requests, so that they resolve
+            after a restart (``None``: memory only). Several instances may share one file.
     """
 
-    def __init__(self, max_requests: int, *, max_bytes: int = 256 << 20) -> None:
+    _TRIM_EVERY = 256  # adds between deletions of the store's oldest rows
+
+    def __init__(
+        self, max_requests: int, *, max_bytes: int = 256 << 20, path: str | Path | None = None
+    ) -> None:
         self.max_requests = max_requests
         self.max_bytes = max_bytes
+        self.path = Path(path) if path is not None else None
         self._items: OrderedDict[str, ServedRequest] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        self._added = 0
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            # survives a restart of the service; a power cut may lose the last few requests
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS served (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+                "request_id TEXT NOT NULL UNIQUE, served_at TEXT NOT NULL, record TEXT NOT NULL)"
+            )
+
+    def close(self) -> None:
+        """Close the store (the log keeps answering from memory)."""
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
 
     def __len__(self) -> int:
         return len(self._items)
@@ -74,6 +127,17 @@ class ServedLog:
             while self._items and (len(self._items) > self.max_requests or self._bytes > self.max_bytes):
                 _, dropped = self._items.popitem(last=False)
                 self._bytes -= dropped.size
+            if self._db is not None:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO served (request_id, served_at, record) VALUES (?, ?, ?)",
+                    (served.request_id, served.served_at.isoformat(), served.to_json()),
+                )
+                self._added += 1
+                if self._added % self._TRIM_EVERY == 0:
+                    self._db.execute(
+                        "DELETE FROM served WHERE seq <= (SELECT MAX(seq) FROM served) - ?",
+                        (self.max_requests,),
+                    )
 
     def get(self, request_id: str) -> ServedRequest:
         """The served request.
@@ -83,11 +147,22 @@ class ServedLog:
         """
         with self._lock:
             found = self._items.get(request_id)
+            if found is None and self._db is not None:
+                row = self._db.execute(
+                    "SELECT record FROM served WHERE request_id = ? AND seq > "
+                    "(SELECT MAX(seq) FROM served) - ?",
+                    (request_id, self.max_requests),
+                ).fetchone()
+                found = ServedRequest.from_json(row[0]) if row is not None else None
         if found is None:
+            where = (
+                f"kept in {self.path} across restarts"
+                if self.path is not None
+                else "kept in memory only, so a restart forgets them (set feedback_store to keep them)"
+            )
             raise RequestNotFoundError(
-                f"no served request {request_id!r}: it was never served by this instance or is older than "
-                "the last "
-                f"{self.max_requests} requests kept for feedback"
+                f"no served request {request_id!r}: it was never served here or is older than the last "
+                f"{self.max_requests} requests kept for feedback ({where})"
             )
         return found
 

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
@@ -30,6 +31,7 @@ from reranker_service.metrics import ServiceMetrics
 from reranker_service.settings import Settings
 from trajectory_lake import Lake
 from trajectory_lake.feedback import FeedbackWrite
+from trajectory_lake.paths import harvest_home
 from trajectory_lake.records import normalise_tool_calls
 
 __all__ = ["Ranking", "Reloaded", "RerankService", "steps_of_messages"]
@@ -146,11 +148,18 @@ class RerankService:
             metrics=self.metrics,
         )
         self.lake = Lake(settings.lake) if settings.lake else None
-        self.served = ServedLog(settings.feedback_window)
+        self.served = ServedLog(settings.feedback_window, path=self._feedback_store())
         self.recorder = FeedbackRecorder(self.lake, self.served) if self.lake is not None else None
         self._index = _IndexState()
         self._reload_lock = asyncio.Lock()
         self._poller: asyncio.Task[None] | None = None
+
+    def _feedback_store(self) -> Path | None:
+        """Where served requests are kept for feedback across restarts (``None``: memory only)."""
+        store = self.settings.feedback_store
+        if self.lake is None or store == "memory":
+            return None
+        return Path(store).expanduser() if store else harvest_home() / "served-requests.sqlite"
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -180,6 +189,7 @@ class RerankService:
                 task.cancel()
         self._poller = None
         await self.engine.stop()
+        self.served.close()
 
     async def __aenter__(self) -> RerankService:
         await self.start()

@@ -81,6 +81,14 @@ class Settings:
         metadata={"help": "Lake URI: feedback is written there, and the neighbour index is built from it."},
     )
     feedback_window: int = field(default=10000, metadata={"help": "Served requests remembered for feedback."})
+    feedback_store: str | None = field(
+        default=None,
+        metadata={
+            "help": "SQLite file that keeps the last feedback_window served requests so feedback resolves "
+            "after a restart (default with a lake: served-requests.sqlite in HARVEST_HOME; 'memory': "
+            "memory only)."
+        },
+    )
     neighbors: bool = field(
         default=False,
         metadata={"help": "Build a faiss index of the lake's candidates at start-up, for return_neighbors."},

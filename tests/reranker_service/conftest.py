@@ -11,6 +11,12 @@ from fastapi import FastAPI
 from tests.reranker_service._helpers import LiveServer, SlowBackend, serve
 
 
+@pytest.fixture(autouse=True)
+def harvest_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test has its own ``HARVEST_HOME`` (the service keeps its feedback store there by default)."""
+    monkeypatch.setenv("HARVEST_HOME", str(tmp_path_factory.mktemp("harvest-home")))
+
+
 @pytest.fixture
 def live_server() -> Iterator[Callable[[FastAPI], LiveServer]]:
     """A factory: ``live_server(app)`` serves ``app`` over real HTTP until the test ends."""

@@ -3,7 +3,8 @@
 Under test: feedback on a served request writes its task, candidates, the outcome and a rerank event
 to the lake (``lake`` setting); the outcome row is a labelled example that ``value_model``'s slice
 reader returns; repeated feedback adds nothing; unknown or forgotten requests get 404, feedback
-without a lake 400, out-of-range indices 422.
+without a lake 400, out-of-range indices 422; served requests are kept in the feedback store, so
+feedback sent after a restart still resolves.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from reranker_service import DummyBackend, Settings, create_app
+from tests.reranker_service._helpers import serve
 from trajectory_lake import Lake
 
 pytestmark = pytest.mark.slow  # starts a server
@@ -139,3 +141,46 @@ class TestFeedbackErrors:
             response = http.post("/v1/feedback", json={"request_id": request_id, "chosen_index": 0})
         assert response.status_code == 400
         assert "HARVEST_LAKE" in response.json()["error"]["message"]
+
+
+class TestFeedbackAfterARestart:
+    def test_feedback_on_a_request_served_before_a_restart_reaches_the_lake(self, lake, tmp_path):
+        settings = Settings(lake=lake.uri, feedback_store=str(tmp_path / "served.sqlite"))
+        with serve(create_app(settings, backend=DummyBackend())) as before, before.client() as http:
+            request_id = served_id(http)
+        with serve(create_app(settings, backend=DummyBackend())) as after, after.client() as http:
+            response = http.post(
+                "/v1/feedback", json={"request_id": request_id, "chosen_index": 1, "outcome": 1.0}
+            )
+        assert response.status_code == 200, response.text
+        events = lake.read("rerank_events")
+        assert events.get_column("request_id").to_list() == [request_id]
+
+    def test_the_store_forgets_requests_older_than_the_window_too(self, lake, tmp_path):
+        settings = Settings(lake=lake.uri, feedback_store=str(tmp_path / "served.sqlite"), feedback_window=2)
+        with serve(create_app(settings, backend=DummyBackend())) as before, before.client() as http:
+            first, *_, last = [served_id(http, top_n=1 + i) for i in range(3)]
+        with serve(create_app(settings, backend=DummyBackend())) as after, after.client() as http:
+            assert http.post("/v1/feedback", json={"request_id": last, "chosen_index": 0}).status_code == 200
+            assert http.post("/v1/feedback", json={"request_id": first, "chosen_index": 0}).status_code == 404
+
+    def test_the_default_store_lives_in_harvest_home(self, lake, tmp_path, monkeypatch):
+        monkeypatch.setenv("HARVEST_HOME", str(tmp_path / "home"))
+        settings = Settings(lake=lake.uri)
+        with serve(create_app(settings, backend=DummyBackend())) as before, before.client() as http:
+            request_id = served_id(http)
+        assert (tmp_path / "home" / "served-requests.sqlite").is_file()
+        with serve(create_app(settings, backend=DummyBackend())) as after, after.client() as http:
+            assert (
+                http.post("/v1/feedback", json={"request_id": request_id, "chosen_index": 0}).status_code
+                == 200
+            )
+
+    def test_a_memory_only_server_forgets_on_restart_and_the_404_says_why(self, lake):
+        settings = Settings(lake=lake.uri, feedback_store="memory")
+        with serve(create_app(settings, backend=DummyBackend())) as before, before.client() as http:
+            request_id = served_id(http)
+        with serve(create_app(settings, backend=DummyBackend())) as after, after.client() as http:
+            response = http.post("/v1/feedback", json={"request_id": request_id, "chosen_index": 0})
+        assert response.status_code == 404
+        assert "a restart forgets them" in response.json()["error"]["message"]
