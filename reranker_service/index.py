@@ -31,7 +31,7 @@ from reranker_service.backends import Backend, ScoreInput
 from reranker_service.engine.batching import plan_batches
 from trajectory_lake import Lake
 
-__all__ = ["Neighbor", "NeighborIndex", "build_index", "index_key", "load_or_build_index"]
+__all__ = ["Neighbor", "NeighborIndex", "build_index", "index_key", "index_versions", "load_or_build_index"]
 
 logger = logging.getLogger(__name__)
 
@@ -182,11 +182,20 @@ def _history(lake: Lake, versions: dict[str, int], kind: str | None) -> pl.DataF
     return rows.with_columns(outcomes=pl.Series(as_json, dtype=pl.String))
 
 
+def index_versions(lake: Lake, version: int | None = None) -> dict[str, int]:
+    """The table versions an index reads: the latest of each, with ``candidates`` at ``version`` if given."""
+    versions = {t: lake.version(t) for t in _TABLES}
+    if version is not None:
+        versions["candidates"] = version
+    return versions
+
+
 def build_index(
     lake: Lake,
     backend: Backend,
     *,
     version: int | None = None,
+    versions: dict[str, int] | None = None,
     kind: str | None = "patch",
     max_batch_tokens: int = 16384,
     max_batch_size: int = 64,
@@ -198,6 +207,7 @@ def build_index(
         backend: the served model (must support embeddings).
         version: the ``candidates`` table version (default: the latest); ``tasks`` and ``outcomes``
             are read at their latest version, and all three are recorded in the manifest.
+        versions: read exactly these table versions instead (see :func:`index_versions`).
         kind: candidate kind to index (``None``: all).
         max_batch_tokens: token budget per forward pass.
         max_batch_size: candidates per forward pass.
@@ -207,9 +217,7 @@ def build_index(
     """
     if not backend.embeds:
         raise ValueError(f"backend {backend.info.label} does not return embeddings")
-    versions = {t: lake.version(t) for t in _TABLES}
-    if version is not None:
-        versions["candidates"] = version
+    versions = dict(versions) if versions is not None else index_versions(lake, version)
     rows = _history(lake, versions, kind).with_row_index("row")
     matrix = np.zeros((rows.height, 0), dtype=np.float32)
     for (prompt,), group in rows.group_by("prompt", maintain_order=True):
@@ -262,21 +270,20 @@ def load_or_build_index(
     backend: Backend,
     *,
     version: int | None = None,
+    versions: dict[str, int] | None = None,
     kind: str | None = "patch",
     directory: str | Path | None = None,
     **options: int,
 ) -> NeighborIndex:
     """:func:`build_index`, reusing the copy saved under ``directory`` when the inputs are the same."""
+    versions = dict(versions) if versions is not None else index_versions(lake, version)
     if directory is None:
-        return build_index(lake, backend, version=version, kind=kind, **options)
-    versions = {t: lake.version(t) for t in _TABLES}
-    if version is not None:
-        versions["candidates"] = version
+        return build_index(lake, backend, versions=versions, kind=kind, **options)
     path = Path(directory) / index_key(lake, versions, backend.info.cache_revision, kind)
     try:
         return NeighborIndex.load(path)
     except FileNotFoundError:
         pass
-    index = build_index(lake, backend, version=version, kind=kind, **options)
+    index = build_index(lake, backend, versions=versions, kind=kind, **options)
     index.save(path)
     return index

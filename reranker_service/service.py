@@ -26,7 +26,7 @@ from reranker_service.backends import Backend, ValueModelBackend
 from reranker_service.engine import EngineResult, RerankEngine
 from reranker_service.exceptions import FeatureDisabledError, InvalidRequestError, ReloadFailedError
 from reranker_service.feedback import FeedbackRecorder, ServedLog, ServedRequest, served_candidates
-from reranker_service.index import Neighbor, NeighborIndex, load_or_build_index
+from reranker_service.index import Neighbor, NeighborIndex, index_versions, load_or_build_index
 from reranker_service.metrics import ServiceMetrics
 from reranker_service.settings import Settings
 from trajectory_lake import Lake
@@ -108,6 +108,18 @@ class _IndexState:
     building: asyncio.Task[None] | None = None
     error: str | None = None
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    #: the lake versions every index of this deployment reads, fixed by the first build
+    versions: dict[str, int] | None = None
+    #: indexes built in this process, by model revision (a reload back to a model reuses its index)
+    built: dict[str, NeighborIndex] = field(default_factory=dict)
+
+    _KEEP = 4  # revisions whose index stays in memory
+
+    def remember(self, index: NeighborIndex) -> None:
+        self.built.pop(index.revision, None)
+        self.built[index.revision] = index
+        while len(self.built) > self._KEEP:
+            self.built.pop(next(iter(self.built)))
 
 
 class RerankService:
@@ -203,20 +215,31 @@ class RerankService:
     # -- neighbours -------------------------------------------------------------------------------
 
     def _build_index(self) -> None:
-        """(Re)build the index for the served model in a thread; the previous one is dropped at once."""
+        """(Re)build the index for the served model in a thread; the previous one is dropped at once.
+
+        Every index of the deployment reads the lake versions pinned by the first build (the latest at
+        start-up, or ``index_version`` for ``candidates``), so a reload only re-embeds the same rows
+        with the new model, and a reload back to a model whose index was built here reuses it.
+        """
         assert self.lake is not None
-        backend, lake, settings = self.backend, self.lake, self.settings
-        if self._index.building is not None:
-            self._index.building.cancel()  # its result would be for a replaced model
+        backend, lake, settings, state = self.backend, self.lake, self.settings, self._index
+        if state.building is not None:
+            state.building.cancel()  # its result would be for a replaced model
 
         async def build() -> None:
-            self._index.error = None
+            state.error = None
+            known = state.built.get(backend.info.cache_revision)
+            if known is not None:
+                state.index = known
+                return
             try:
+                if state.versions is None:
+                    state.versions = await asyncio.to_thread(index_versions, lake, settings.index_version)
                 index = await asyncio.to_thread(
                     load_or_build_index,
                     lake,
                     backend,
-                    version=settings.index_version,
+                    versions=state.versions,
                     kind=backend.info.capabilities.get("kind", "patch"),
                     directory=settings.index_dir,
                     max_batch_tokens=settings.max_batch_tokens,
@@ -226,8 +249,9 @@ class RerankService:
                 logger.exception("building the neighbour index failed")
                 self._index.error = type(exc).__name__
                 return
+            state.remember(index)
             if index.revision == self.backend.info.cache_revision:
-                self._index.index = index
+                state.index = index
 
         self._index.building = asyncio.create_task(build(), name="harvest-index-build")
 

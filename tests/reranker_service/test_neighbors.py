@@ -3,8 +3,9 @@
 Under test: ``build_index`` pins the lake versions it read and keeps each candidate's outcomes;
 search returns the most similar first; an index saved to ``index_dir`` is reused for the same lake
 versions and model and rebuilt for new ones; ``return_neighbors`` over HTTP returns each result's
-neighbours, warns while the index builds or when neighbours are off, and a reload rebuilds the index
-for the new model. The real model on the real Lite lake is in ``test_real_model.py``.
+neighbours, warns while the index builds or when neighbours are off, and a reload re-embeds the rows
+of the lake versions pinned at start-up for the new model (a model whose index was built is reused).
+The real model on the real Lite lake is in ``test_real_model.py``.
 """
 
 from __future__ import annotations
@@ -177,6 +178,40 @@ class TestReturnNeighbors:
             assert self.ready(http)["model_revision"] == "dummy:dummy:0"
             http.post("/admin/reload")
             assert self.ready(http)["model_revision"] == "dummy:new:2"
+
+    def test_a_reload_reuses_the_pinned_lake_versions_and_a_known_models_index(
+        self, live_server, lake, monkeypatch
+    ):
+        import reranker_service.service as service_module
+
+        builds = []
+        real = service_module.load_or_build_index
+
+        def counted(*args, **kwargs):
+            index = real(*args, **kwargs)
+            builds.append(index)
+            return index
+
+        monkeypatch.setattr(service_module, "load_or_build_index", counted)
+        models = iter([DummyBackend("new", version="2"), DummyBackend()])
+        server = live_server(
+            create_app(
+                Settings(lake=lake.uri, neighbors=True),
+                backend=DummyBackend(),
+                loader=lambda ref: next(models),
+            )
+        )
+        with server.client() as http:
+            first = self.ready(http)
+            fill(lake, {"served/t3": ("A later task", [("diff four", 1.0)])})  # the lake moves on
+            http.post("/admin/reload")
+            second = self.ready(http)
+            assert second["model_revision"] == "dummy:new:2"
+            http.post("/admin/reload")  # back to the first model
+            third = self.ready(http)
+        assert second["versions"] == first["versions"] and second["size"] == first["size"] == 4
+        assert third["model_revision"] == first["model_revision"]
+        assert len(builds) == 2  # the first model's index was not built again
 
     @pytest.mark.parametrize("k", [-1, 51])
     def test_return_neighbors_out_of_range_gets_422(self, live_server, k):
