@@ -135,9 +135,12 @@ class Lake:
             TableNotFoundError: the table or the version does not exist.
         """
         try:
-            dt = DeltaTable(self.table_uri(table), storage_options=self.storage_options)
-            if version is not None:
-                dt.load_as_version(version)
+            if isinstance(version, int):  # straight to that version: one log replay, not two
+                dt = DeltaTable(self.table_uri(table), version=version, storage_options=self.storage_options)
+            else:
+                dt = DeltaTable(self.table_uri(table), storage_options=self.storage_options)
+                if version is not None:
+                    dt.load_as_version(version)
         except (DeltaTableNotFound, FileNotFoundError) as exc:
             raise TableNotFoundError(f"lake table {table!r} not found at {self.table_uri(table)}: {exc}") from exc
         except DeltaError as exc:

@@ -51,6 +51,10 @@ __all__ = [
 # The tables a slice pins: those its rows come from, and ``steps``, which exports and action-level or
 # context-reading training read for the same trajectories (so vacuum keeps that version too).
 SLICE_TABLES = ("runs", "tasks", "trajectories", "steps", "candidates", "outcomes")
+# A slice's queries read one benchmark's partitions and then join, dedup and sort frames that fit in
+# memory. Polars 2's default streaming engine adds ~50 ms of fixed cost to each such query (measured:
+# the final join + split + sort of 12.5k rows, 48 ms streaming vs 4 ms in-memory).
+_ENGINE = "in-memory"
 Split = Literal["train", "val", "test"]
 
 
@@ -233,10 +237,10 @@ def _tasks_of(scan: pl.LazyFrame, spec: SliceSpec, task_ids: pl.Series) -> pl.Da
     columns = ["task_id", "prompt", pl.col("benchmark").alias("task_benchmark"), "repo",
                pl.col("domain").alias("task_domain")]
     unique = task_ids.unique()
-    found = scan.filter(_benchmark_filter(spec) & pl.col("task_id").is_in(unique.implode())).select(columns).collect()
+    found = scan.filter(_benchmark_filter(spec) & pl.col("task_id").is_in(unique.implode())).select(columns).collect(engine=_ENGINE)
     if spec.benchmarks and found.height < len(unique):
         missing = unique.filter(~unique.is_in(found["task_id"].implode())).implode()
-        rest = scan.filter(~_benchmark_filter(spec) & pl.col("task_id").is_in(missing)).select(columns).collect()
+        rest = scan.filter(~_benchmark_filter(spec) & pl.col("task_id").is_in(missing)).select(columns).collect(engine=_ENGINE)
         found = pl.concat([found, rest])
     return found
 
@@ -271,7 +275,7 @@ def _rows(lake: Lake, spec: SliceSpec, versions: Mapping[str, int]) -> pl.LazyFr
         .join(labels, on="candidate_id", how="inner" if spec.labelled_only else "left")
         .join(trajectories, on="trajectory_id", how="left")
         .join(runs, on="run_id", how="left")
-        .collect()
+        .collect(engine=_ENGINE)
     )
     tasks = _tasks_of(scan["tasks"], spec, core["task_id"])
     rows = (
@@ -302,7 +306,7 @@ def _rows(lake: Lake, spec: SliceSpec, versions: Mapping[str, int]) -> pl.LazyFr
         rows = rows.with_columns(n_duplicates=pl.lit(1, dtype=pl.UInt32))
     val, test = spec.val_fraction, spec.test_fraction
     seed = spec.split_seed
-    rows = rows.collect()
+    rows = rows.collect(engine=_ENGINE)
     task_ids = rows["task_id"].unique()  # hash each task once, not each candidate
     buckets = pl.DataFrame({"task_id": task_ids, "_bucket": [task_bucket(t, seed) for t in task_ids]},
                            schema={"task_id": pl.String, "_bucket": pl.Float64})
@@ -333,7 +337,7 @@ def _balanced(frame: pl.DataFrame, spec: SliceSpec) -> pl.DataFrame:
 
 
 def _materialise(lake: Lake, spec: SliceSpec, versions: Mapping[str, int]) -> pl.DataFrame:
-    return _balanced(_rows(lake, spec, versions).collect(), spec)
+    return _balanced(_rows(lake, spec, versions).collect(engine=_ENGINE), spec)
 
 
 def _content_hash(frame: pl.DataFrame) -> str:
