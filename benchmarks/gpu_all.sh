@@ -20,7 +20,7 @@ if [ "${INSTALL_WHEELS:-1}" = 1 ] && ls .gpu/wheels/*.whl >/dev/null 2>&1; then
         .gpu/wheels/*.whl || exit 1
     export PYTHONPATH=/tmp/harvest-site${PYTHONPATH:+:$PYTHONPATH}
 fi
-export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 data=.gpu/swebench-lite
 [ -d "$data" ] || data=../shared/data/swebench-lite
 tokenizer=()

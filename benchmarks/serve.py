@@ -211,6 +211,9 @@ def _server_main(argv: Sequence[str]) -> None:
                     max_batch_tokens=int(argv[4]) if len(argv) > 4 else 8192,
                     max_batch_size=64,
                     max_wait_ms=2.0,
+                    # a GPU scores a batch fast enough that one tokenizer thread could keep it
+                    # waiting: tokenize several requests at once there
+                    tokenizer_workers=4 if device.startswith("cuda") else 1,
                 )
             )
         elif kind == "dummy":
