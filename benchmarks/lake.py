@@ -11,8 +11,9 @@ and so each task, on one of eight SWE-bench benchmarks), then prints one table:
   ``msgspec`` over as many processes (what any JSON ingest pays before normalising or writing), and
   the quarter corpus read in-process (``workers=1``) against the reader processes.
 * **peak memory**: the ingest child's peak RSS for a quarter of the corpus (the first quarter of the
-  files: same file size) and for all of it, next to a child that only imports Harvest. Target: flat in
-  input size.
+  files: same file size) and for all of it, next to a child that only imports Harvest; and for the
+  quarter concatenated into ONE file, which ingest reads in line-aligned parts. Target: flat in input
+  size.
 * **slice query**: one benchmark + the ``resolved`` label via ``resolve_slice`` + ``scan_slice``,
   against a full scan (candidates, outcomes and tasks read whole into polars, filtered and joined in
   memory) and DuckDB over the same tables' ``to_pyarrow_dataset()`` (projection/filter pushdown into
@@ -259,6 +260,24 @@ def build_corpus(
     return {"paths": paths, "events": events, "resolved": resolved, "bytes": size}
 
 
+def one_file(root: Path, paths: list[tuple[Path, Path]]) -> int:
+    """The same trajectories as ``paths`` in ONE ``output.jsonl`` (one run), with their task shards linked:
+    a single file far larger than a reader may hold, which ingest must stream in parts."""
+    run_dir = root / "openhands" / "run-one"
+    run_dir.mkdir(parents=True)
+    with (run_dir / "output.jsonl").open("wb") as out:
+        for output, _ in paths:
+            with output.open("rb") as part:
+                shutil.copyfileobj(part, out, 16 << 20)
+    size = (run_dir / "output.jsonl").stat().st_size
+    for _, tasks in paths:
+        link = root / "tasks" / tasks.name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(tasks)
+        size += tasks.stat().st_size
+    return size
+
+
 def link_subset(root: Path, paths: list[tuple[Path, Path]]) -> int:
     """A corpus of some of the files (symlinks; ingest resolves them, so run groups are the same)."""
     size = 0
@@ -488,6 +507,10 @@ def run(args: argparse.Namespace, work: Path) -> None:
     shutil.rmtree(work / "lake-quarter")
     small_serial = ingest_child(work / "corpus-quarter", work / "lake-quarter", tmp, workers=1)
     shutil.rmtree(work / "lake-quarter")
+    one_mb = one_file(work / "corpus-one", corpus["paths"][:quarter]) / MB
+    single = ingest_child(work / "corpus-one", work / "lake-one", tmp)
+    shutil.rmtree(work / "lake-one")
+    shutil.rmtree(work / "corpus-one")
     profile = None
     if args.profile:  # a separate, profiled ingest of the quarter corpus: cProfile would skew the timed one
         profile = work / "ingest.prof"
@@ -518,7 +541,8 @@ def run(args: argparse.Namespace, work: Path) -> None:
     rss = {
         name: r["maxrss_kb"] / 1024 for name, r in (("import", baseline), ("quarter", small), ("full", full))
     }
-    readers = {name: r.get("children_maxrss_kb", 0) / 1024 for name, r in (("quarter", small), ("full", full))}
+    readers = {name: r.get("children_maxrss_kb", 0) / 1024
+               for name, r in (("quarter", small), ("one", single), ("full", full))}
     print()
     print(
         f"Harvest lake benchmark: {n_traj} trajectories, {n_steps} steps, {size_mb:.0f} MB of OpenHands "
@@ -559,6 +583,11 @@ def run(args: argparse.Namespace, work: Path) -> None:
     print(
         f"{f'  ingest full corpus ({size_mb:.0f} MB, {args.files} files)':<52}{rss['full']:>9.0f}"
         f"   / {readers['full']:.0f}   full/quarter = {rss['full'] / rss['quarter']:.2f} (target: flat, ~1.0)"
+    )
+    print(
+        f"{f'  ingest 1/4 corpus as ONE file ({one_mb:.0f} MB)':<52}{single['maxrss_kb'] / 1024:>9.0f}"
+        f"   / {readers['one']:.0f}   ({single['seconds']:.1f} s; one/quarter = "
+        f"{single['maxrss_kb'] / 1024 / rss['quarter']:.2f}, streamed in parts)"
     )
     print(
         f"slice: benchmark {args.benchmark}, label resolved -> {n_slice} rows "

@@ -130,8 +130,10 @@ def as_timestamp(value: Any) -> datetime | None:  # noqa: ANN401 - validated her
         except (OverflowError, OSError, ValueError) as exc:  # out of the platform's time range
             raise ValueError(f"timestamp out of range: {value!r}") from exc
     if isinstance(value, str):
-        text = value.strip().replace("Z", "+00:00")
-        parsed = datetime.fromisoformat(text)
+        try:  # the common case, a clean ISO-8601 string (Python 3.11 reads a trailing "Z" too)
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     raise ValueError(f"not a timestamp: {value!r}")
 

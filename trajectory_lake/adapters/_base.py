@@ -91,9 +91,9 @@ class SourceFile:
         self.__dict__.pop("document", None)
         self.__dict__.pop("text", None)
 
-    @property
+    @cached_property
     def uri(self) -> str:
-        """The file's absolute URI, recorded as ``source_uri``."""
+        """The file's absolute URI, recorded as ``source_uri`` (resolved once: every row names it)."""
         return self.path.resolve().as_uri()
 
     @cached_property
