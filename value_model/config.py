@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from value_model.consensus import FEATURES, VALUE
+from value_model.consensus import FEATURES, OBJECTIVES, VALUE, Objective
 
 __all__ = ["Objectives", "TrainConfig", "load_config"]
 
@@ -146,6 +146,9 @@ class TrainConfig:
         "network's score) and consensus features of the task's candidate set (value_model.consensus.FEATURES). "
         "'none' scores candidates one by one with the network alone.")
     combiner_l2: float = _opt(1.0, "L2 strength of the combiner's logistic fit (on standardised inputs).")
+    combiner_objective: Objective = _opt(
+        "pointwise", "The combiner's loss: pointwise (logistic, calibrated), listwise (softmax over a task's "
+        "candidates) or pairwise (Bradley-Terry within a task). On SWE-bench Lite they tie within noise.")
     max_examples: int = _opt(0, "Cap on training examples (0 = all), for smoke runs.")
     threads: int = _opt(0, "torch CPU threads (0 = torch's default).")
 
@@ -196,6 +199,8 @@ class TrainConfig:
         unknown = sorted(set(combiner) - {*FEATURES, VALUE})
         if unknown:
             problems.append(f"unknown combiner inputs {unknown}; known: {[VALUE, *FEATURES]} (or 'none')")
+        if self.combiner_objective not in OBJECTIVES:
+            problems.append(f"combiner_objective must be one of {list(OBJECTIVES)}, got {self.combiner_objective!r}")
         if not self.combiner_l2 > 0:
             problems.append(f"combiner_l2 must be > 0, got {self.combiner_l2}")
         if self.max_examples < 0 or self.threads < 0:

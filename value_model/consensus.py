@@ -25,9 +25,17 @@ Per candidate, within its task (:data:`FEATURES`):
 
 A task with one candidate gets zeros for the agreement features. All are pure functions of strings.
 
-The :class:`Combiner` is a logistic model over a chosen subset of these features plus, optionally,
+:data:`FEATURES` also holds the per-candidate content features of :mod:`value_model.patch_features`
+(the patch relative to the issue, and their within-task z-scores). The issue features read the
+task's prompt; :func:`consensus_features` leaves them 0 without one, and a combiner that uses them
+refuses to score without a prompt (:attr:`Combiner.uses_issue`).
+
+The :class:`Combiner` is a linear model over a chosen subset of these features plus, optionally,
 the neural value model's raw ``value``: ``logit = bias + Σ w_f · (x_f - mean_f) / std_f``. It is fitted
-on held-out tasks (:meth:`Combiner.fit`), serialised into the artefact's ``harvest.json`` under
+on held-out tasks (:meth:`Combiner.fit`) with one of three objectives (:data:`OBJECTIVES`): pointwise
+logistic loss, a listwise conditional logit (softmax over a task's candidates), or pairwise
+Bradley-Terry over a task's (resolved, unresolved) pairs; it is serialised into the artefact's
+``harvest.json`` under
 ``"combiner"`` (:meth:`Combiner.to_dict`), and applied by :meth:`value_model.inference.Scorer.score`;
 its logit is the candidate's final value and ``sigmoid(logit)`` its probability.
 """
@@ -37,19 +45,23 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
 
 from value_model.metrics import normalise_patch
+from value_model.patch_features import ISSUE_FEATURES, PATCH_FEATURES, RELATIVE_FEATURES, task_patch_features
 
 __all__ = [
+    "CONSENSUS_FEATURES",
     "FEATURES",
+    "OBJECTIVES",
     "VALUE",
     "Combiner",
+    "Objective",
     "changed_files",
     "changed_lines",
     "changed_tokens",
@@ -59,7 +71,7 @@ __all__ = [
     "hunk_locations",
 ]
 
-FEATURES = (
+CONSENSUS_FEATURES = (
     "soft_consensus",
     "exact_share",
     "file_agreement",
@@ -70,6 +82,10 @@ FEATURES = (
     "relative_size",
     "touches_tests",
 )
+# Every input a combiner may use besides the value: set-level agreement, then the patch's own features.
+FEATURES = (*CONSENSUS_FEATURES, *PATCH_FEATURES, *RELATIVE_FEATURES)
+Objective = Literal["pointwise", "listwise", "pairwise"]
+OBJECTIVES: tuple[Objective, ...] = ("pointwise", "listwise", "pairwise")
 # The name of the neural value model's raw score among a combiner's inputs.
 VALUE = "value"
 
@@ -141,14 +157,19 @@ def _jaccard(a: frozenset[Any], b: frozenset[Any]) -> float:
     return len(a & b) / union if union else 0.0
 
 
-def consensus_features(candidates: Sequence[str]) -> np.ndarray:
+def consensus_features(candidates: Sequence[str], *, prompt: str | None = None) -> np.ndarray:
     """The :data:`FEATURES` of one task's candidates, as an ``[n, len(FEATURES)]`` array.
+
+    Args:
+        candidates: the task's candidate patches.
+        prompt: the task's issue text; without it the :data:`ISSUE_FEATURES` are 0.
 
     Examples:
         >>> a = "--- a/f.py\\n+++ b/f.py\\n@@ -1 +1 @@\\n-x = 1\\n+x = 2\\n"
         >>> b = "--- a/f.py\\n+++ b/f.py\\n@@ -1 +1 @@\\n-x = 1\\n+x = 3\\n"
         >>> f = consensus_features([a, a, b])
-        >>> dict(zip(FEATURES, f[0].round(3).tolist())) == {"soft_consensus": 0.667, "exact_share": 0.5,
+        >>> dict(zip(CONSENSUS_FEATURES, f[0].round(3).tolist())) == {
+        ...     "soft_consensus": 0.667, "exact_share": 0.5,
         ...     "file_agreement": 1.0, "added_consensus": 0.5, "max_similarity": 1.0,
         ...     "token_consensus": 0.857, "location_overlap": 1.0, "relative_size": 0.0, "touches_tests": 0.0}
         True
@@ -179,23 +200,35 @@ def consensus_features(candidates: Sequence[str]) -> np.ndarray:
             out[i, 6] = float(np.mean([_jaccard(locations[i], locations[j]) for j in others]))
         out[i, 7] = sizes[i] - median
         out[i, 8] = float(any(_TEST_PATH.search(f) for f in files[i]))
+    out[:, len(CONSENSUS_FEATURES):] = task_patch_features(candidates, prompt or "")
     return out
 
 
-def consensus_features_by_task(task_ids: Sequence[str], contents: Sequence[str]) -> np.ndarray:
+def consensus_features_by_task(
+    task_ids: Sequence[str], contents: Sequence[str], *, prompts: Sequence[str] | None = None
+) -> np.ndarray:
     """:func:`consensus_features` of every row, each computed among the rows of its own task.
+
+    Args:
+        task_ids: each row's task.
+        contents: each row's candidate.
+        prompts: each row's issue text (a task's first row's is used); ``None`` leaves the issue
+            features 0.
 
     Returns:
         ``[len(task_ids), len(FEATURES)]``, rows in the input order.
     """
     if len(task_ids) != len(contents):
         raise ValueError(f"got {len(task_ids)} task ids but {len(contents)} contents")
+    if prompts is not None and len(prompts) != len(contents):
+        raise ValueError(f"got {len(prompts)} prompts but {len(contents)} contents: one per row, or None")
     groups: dict[str, list[int]] = defaultdict(list)
     for i, task in enumerate(task_ids):
         groups[task].append(i)
     out = np.zeros((len(contents), len(FEATURES)), dtype=np.float64)
     for idx in groups.values():
-        out[idx] = consensus_features([contents[i] for i in idx])
+        out[idx] = consensus_features([contents[i] for i in idx],
+                                      prompt=None if prompts is None else prompts[idx[0]])
     return out
 
 
@@ -237,6 +270,11 @@ class Combiner:
             raise ValueError("invalid Combiner: " + "; ".join(problems))
 
     @property
+    def uses_issue(self) -> bool:
+        """Whether an input reads the issue text (:data:`ISSUE_FEATURES`): scoring then needs the prompt."""
+        return any(name in ISSUE_FEATURES for name in self.inputs)
+
+    @property
     def uses_value(self) -> bool:
         """Whether the neural value is one of the inputs (if not, the backbone's score is not needed)."""
         return VALUE in self.inputs
@@ -264,9 +302,12 @@ class Combiner:
         return self.bias + x @ np.asarray(self.weights, dtype=np.float64)
 
     def apply(
-        self, candidates: Sequence[str], values: np.ndarray | None = None
+        self, candidates: Sequence[str], values: np.ndarray | None = None, *, prompt: str | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """(combined values, probabilities) of one task's candidates, given the model's raw ``values``.
+
+        Raises:
+            ValueError: the combiner reads the issue (:attr:`uses_issue`) but ``prompt`` is ``None``.
 
         Examples:
             >>> c = Combiner(inputs=("soft_consensus",), weights=(1.0,))
@@ -275,7 +316,10 @@ class Combiner:
             >>> combined.tolist(), bool(p[0] > p[2])
             ([0.5, 0.5, 0.0], True)
         """
-        logits = self.logits(consensus_features(candidates), values)
+        if prompt is None and self.uses_issue:
+            raise ValueError("this combiner reads the issue text "
+                             f"({[n for n in self.inputs if n in ISSUE_FEATURES]}): pass prompt=")
+        logits = self.logits(consensus_features(candidates, prompt=prompt), values)
         return logits, _sigmoid(logits)
 
     @classmethod
@@ -288,23 +332,43 @@ class Combiner:
         values: np.ndarray | None = None,
         l2: float = 1.0,
         steps: int = 200,
+        objective: Objective = "pointwise",
+        task_ids: Sequence[str] | None = None,
     ) -> Combiner:
-        """Fit weights and bias by L2-regularised logistic regression (LBFGS) on labelled candidates.
+        """Fit weights (and bias) by L2-regularised LBFGS on labelled candidates.
 
         Inputs are standardised first; the penalty ``l2 / 2 · Σ w²`` (the bias is not penalised) is
-        added to the mean log loss times the number of examples, as scikit-learn's ``C = 1 / l2``.
+        added to the summed loss of ``objective``:
+
+        * ``"pointwise"`` — log loss of each candidate (as scikit-learn's ``C = 1 / l2``);
+        * ``"listwise"`` — per task with both outcomes, ``-log Σ_pos softmax(logits)``: the chance
+          that a draw from the softmax over the task's candidates is a resolved one;
+        * ``"pairwise"`` — per task, Bradley-Terry ``log(1 + exp(s_neg - s_pos))`` over its
+          (resolved, unresolved) pairs.
+
+        The within-task objectives cannot see a shift shared by a task's candidates, so their bias
+        stays the base-rate log-odds and their probabilities are a ranking, not calibrated.
 
         Args:
             inputs: input names (:data:`FEATURES` and/or :data:`VALUE`).
-            features: ``[n, len(FEATURES)]`` consensus features of the examples.
+            features: ``[n, len(FEATURES)]`` features of the examples.
             labels: binary labels (> 0.5 positive).
             values: the value model's raw scores, when ``VALUE`` is an input.
             l2: regularisation strength.
             steps: LBFGS iterations.
+            objective: one of :data:`OBJECTIVES`.
+            task_ids: each example's task (needed by the within-task objectives).
 
         Returns:
             The fitted combiner; with a single class it keeps zero weights and the base-rate bias.
+
+        Raises:
+            ValueError: unknown objective, or a within-task objective without ``task_ids``.
         """
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {list(OBJECTIVES)}, got {objective!r}")
+        if objective != "pointwise" and (task_ids is None or len(task_ids) != len(features)):
+            raise ValueError(f"the {objective} objective compares a task's candidates: pass task_ids")
         unfitted = cls(inputs=tuple(inputs), weights=(0.0,) * len(inputs))
         x = unfitted.design(features, values)
         y = (np.asarray(labels, dtype=np.float64) > 0.5).astype(np.float64)
@@ -312,21 +376,20 @@ class Combiner:
         std = x.std(axis=0) if len(x) else np.ones(len(inputs))
         std = np.where(std > 1e-12, std, 1.0)
         rate = float(np.clip(y.mean(), 1e-3, 1 - 1e-3)) if len(y) else 0.5
+        base = math.log(rate / (1 - rate))
         if len(y) < 2 or y.min() == y.max():
-            return cls(inputs=tuple(inputs), weights=(0.0,) * len(inputs), bias=math.log(rate / (1 - rate)),
+            return cls(inputs=tuple(inputs), weights=(0.0,) * len(inputs), bias=base,
                        mean=tuple(mean.tolist()), std=tuple(std.tolist()))
         xt = torch.tensor((x - mean) / std)
-        yt = torch.tensor(y)
+        loss_of = _loss(objective, torch.tensor(y), task_ids)
         params = torch.zeros(len(inputs) + 1, dtype=torch.float64, requires_grad=True)
         with torch.no_grad():
-            params[-1] = math.log(rate / (1 - rate))
+            params[-1] = base
         optimizer = torch.optim.LBFGS([params], max_iter=steps, line_search_fn="strong_wolfe")
 
         def closure() -> torch.Tensor:
             optimizer.zero_grad()
-            logits = xt @ params[:-1] + params[-1]
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, yt, reduction="sum")
-            loss = loss + 0.5 * l2 * (params[:-1] ** 2).sum()
+            loss = loss_of(xt @ params[:-1] + params[-1]) + 0.5 * l2 * (params[:-1] ** 2).sum()
             loss.backward()
             return loss
 
@@ -354,6 +417,29 @@ class Combiner:
                    std=tuple(float(s) for s in data.get("std", ())))
 
 
+def _loss(
+    objective: Objective, y: torch.Tensor, task_ids: Sequence[str] | None
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The summed loss of ``objective`` as a function of the logits (see :meth:`Combiner.fit`)."""
+    if objective == "pointwise":
+        return lambda s: torch.nn.functional.binary_cross_entropy_with_logits(s, y, reduction="sum")
+    labels = y.numpy()
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, task in enumerate(task_ids or ()):
+        groups[task].append(i)
+    # Tasks where every candidate shares one outcome say nothing about the order within a task.
+    mixed = [idx for idx in groups.values() if 0 < labels[idx].sum() < len(idx)]
+    if objective == "pairwise":
+        pairs = [(i, j) for idx in mixed for i in idx for j in idx if labels[i] > 0.5 > labels[j]]
+        pos = torch.tensor([i for i, _ in pairs], dtype=torch.long)
+        neg = torch.tensor([j for _, j in pairs], dtype=torch.long)
+        return lambda s: torch.nn.functional.softplus(s[neg] - s[pos]).sum()
+    members = [torch.tensor(idx, dtype=torch.long) for idx in mixed]
+    positives = [torch.tensor([i for i in idx if labels[i] > 0.5], dtype=torch.long) for idx in mixed]
+    return lambda s: sum((torch.logsumexp(s[m], 0) - torch.logsumexp(s[p], 0) for m, p in
+                          zip(members, positives, strict=True)), torch.zeros((), dtype=s.dtype))
+
+
 def cross_fitted_logits(
     inputs: Sequence[str],
     features: np.ndarray,
@@ -364,6 +450,7 @@ def cross_fitted_logits(
     folds: int = 5,
     l2: float = 1.0,
     seed: int = 0,
+    objective: Objective = "pointwise",
 ) -> np.ndarray:
     """Out-of-fold combiner logits: tasks are dealt into ``folds`` groups, and each group is scored by a
     :class:`Combiner` fitted on the other groups, so no candidate is scored by a fit that saw its task.
@@ -372,13 +459,14 @@ def cross_fitted_logits(
 
     Args:
         inputs: the combiner's inputs.
-        features: ``[n, len(FEATURES)]`` consensus features.
+        features: ``[n, len(FEATURES)]`` features.
         labels: binary labels.
         task_ids: each row's task.
         values: the network's raw values, when ``VALUE`` is an input.
         folds: number of task groups (clipped to the number of tasks).
         l2: regularisation strength of each fit.
         seed: seed of the task shuffle.
+        objective: the fit's objective (:data:`OBJECTIVES`).
 
     Returns:
         One logit per row, in the input order.
@@ -395,6 +483,7 @@ def cross_fitted_logits(
         if not rest.any():  # one fold: nothing to fit on but the rows themselves
             rest = held
         rest_values = None if values is None else values[rest]
-        combiner = Combiner.fit(inputs, features[rest], y[rest], values=rest_values, l2=l2)
+        combiner = Combiner.fit(inputs, features[rest], y[rest], values=rest_values, l2=l2,
+                                objective=objective, task_ids=list(tasks[rest]))
         out[held] = combiner.logits(features[held], None if values is None else values[held])
     return out

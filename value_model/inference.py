@@ -184,10 +184,12 @@ class Scorer:
             context_steps=int(options.get("context_steps", 8)),
             include_reasoning=bool(options.get("include_reasoning", False)),
         )
-        final, scores = self.combine(candidates, values)
+        final, scores = self.combine(candidates, values, prompt=prompt)
         return ScoredBatch(values=final, scores=scores, truncated=truncated, model_values=values)
 
-    def combine(self, candidates: Sequence[str], values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def combine(
+        self, candidates: Sequence[str], values: np.ndarray, *, prompt: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The final (values, probabilities) of one task's candidates from the network's raw ``values``.
 
         With a combiner, each candidate's value is the combiner's logit over the raw value and the
@@ -198,13 +200,16 @@ class Scorer:
         Args:
             candidates: every candidate text of the request, in order.
             values: the network's raw value of each (as :func:`predict_values` returns them).
+            prompt: the task's issue text; needed only by a combiner that reads the issue
+                (:attr:`~value_model.consensus.Combiner.uses_issue`; the default recipe's does not).
 
         Raises:
-            ValueError: ``values`` and ``candidates`` differ in length.
+            ValueError: ``values`` and ``candidates`` differ in length, or the combiner reads the
+                issue and ``prompt`` is ``None``.
         """
         values = np.asarray(values, dtype=np.float64)
         if len(values) != len(candidates):
             raise ValueError(f"got {len(values)} values for {len(candidates)} candidates")
         if self.combiner is None:
             return values, self.calibration.apply(values)
-        return self.combiner.apply(candidates, values)
+        return self.combiner.apply(candidates, values, prompt=prompt)

@@ -314,8 +314,8 @@ def _score(
         context_steps=int(options.get("context_steps", 8)),
         include_reasoning=bool(options.get("include_reasoning", False)),
     )
-    for _, idx, _ in prompts.iter_rows():
-        values[idx], probabilities[idx] = scorer.combine([contents[i] for i in idx], raw[idx])
+    for _, idx, prompt in prompts.iter_rows():
+        values[idx], probabilities[idx] = scorer.combine([contents[i] for i in idx], raw[idx], prompt=prompt)
     return values, probabilities
 
 

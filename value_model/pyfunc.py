@@ -60,6 +60,7 @@ class HarvestValueModel(mlflow.pyfunc.PythonModel):
         for index, pair in enumerate(model_input):
             tasks.setdefault(pair.prompt, []).append(index)
         scores = np.zeros(len(model_input))
-        for rows in tasks.values():
-            _, scores[rows] = self.scorer.combine([model_input[i].candidate for i in rows], values[rows])
+        for prompt, rows in tasks.items():
+            _, scores[rows] = self.scorer.combine([model_input[i].candidate for i in rows], values[rows],
+                                                  prompt=prompt)
         return scores.tolist()

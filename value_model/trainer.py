@@ -137,7 +137,7 @@ def fit_combiner(
         frame: held-out examples (``task_id``, ``content``, ``label``): tasks the network was not
             trained on, so its ``values`` there are honest inputs.
         values: the network's raw values of ``frame``'s rows (needed when ``value`` is an input).
-        config: the recipe (``combiner``, ``combiner_l2``, ``seed``).
+        config: the recipe (``combiner``, ``combiner_l2``, ``combiner_objective``, ``seed``).
 
     Returns:
         ``(None, {})`` when the config has no combiner inputs or ``frame`` is empty; else the
@@ -147,10 +147,13 @@ def fit_combiner(
         return None, {}
     tasks = frame.get_column("task_id").to_list()
     labels = frame.get_column("label").to_numpy()
-    features = consensus_features_by_task(tasks, frame.get_column("content").fill_null("").to_list())
-    combiner = Combiner.fit(config.combiner, features, labels, values=values, l2=config.combiner_l2)
-    held_out = cross_fitted_logits(config.combiner, features, labels, tasks, values=values, l2=config.combiner_l2,
-                                   seed=config.seed)
+    prompts = frame.get_column("prompt").fill_null("").to_list() if "prompt" in frame.columns else None
+    features = consensus_features_by_task(tasks, frame.get_column("content").fill_null("").to_list(),
+                                          prompts=prompts)
+    combiner = Combiner.fit(config.combiner, features, labels, values=values, l2=config.combiner_l2,
+                            objective=config.combiner_objective, task_ids=tasks)
+    held_out = cross_fitted_logits(config.combiner, features, labels, tasks, values=values,
+                                   l2=config.combiner_l2, seed=config.seed, objective=config.combiner_objective)
     metrics = selection_metrics(tasks, labels, held_out)
     metrics["auroc"] = auroc(labels, held_out)
     metrics["auroc_in_task"] = within_task_auroc(tasks, labels, held_out)

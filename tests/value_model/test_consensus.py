@@ -15,6 +15,7 @@ import pytest
 
 from value_model.config import TrainConfig
 from value_model.consensus import (
+    CONSENSUS_FEATURES,
     FEATURES,
     VALUE,
     Combiner,
@@ -81,7 +82,7 @@ class TestFeatures:
 
     def test_a_lone_candidate_has_no_agreement(self):
         f = consensus_features([A])
-        agreement = [n for n in FEATURES if n not in ("relative_size", "touches_tests")]
+        agreement = [n for n in CONSENSUS_FEATURES if n not in ("relative_size", "touches_tests")]
         assert all(feature(f, n)[0] == 0 for n in agreement)
 
     def test_features_by_task_only_compare_candidates_of_the_same_task(self):
