@@ -6,7 +6,11 @@ Two measurements, both on tasks the fitted part never saw:
   combiner (consensus inputs only: the network's value exists out-of-sample only on the validation
   split) is fitted on the other folds, and the "best single run" baseline takes its run success
   rates from them too. Repeated ``--repeats`` times with reshuffled folds; the table is the first
-  repeat, and the spread of Best@1 over repeats is printed under it.
+  repeat, and the spread of Best@1 over repeats is printed under it. ``--inputs`` and ``--objective``
+  choose the combiner measured (default: the training recipe's consensus inputs, pointwise).
+* ``--variants``: the same K-fold for a fixed list of combiners (inputs x objective x L2, an L2
+  chosen by inner CV on the training folds, a bagged fit), all on the same fold shuffles: mean Best@1
+  over the shuffles and, on the first, paired differences against majority vote and the best run.
 * ``--model DIR``: the slice's validation split, scored by a trained artefact's network, with the
   combiner of the artefact's recipe cross-fitted over the validation tasks (as ``harvest train``
   reports it), next to the network alone and the baselines.
@@ -15,6 +19,7 @@ Usage::
 
     python benchmarks/lite_selectors.py --lake ./lake --slice configs/slices/swebench-lite.toml
     python benchmarks/lite_selectors.py --lake ./lake --slice configs/slices/swebench-lite.toml --model DIR
+    python benchmarks/lite_selectors.py --lake ./lake --slice configs/slices/swebench-lite.toml --variants
 
 The model never sees which run wrote a candidate; only the ``best_single_run`` baseline does.
 """
@@ -31,7 +36,14 @@ import polars as pl
 from trajectory_lake import Lake
 from trajectory_lake.slices import load_spec, resolve_slice, scan_slice
 from value_model.config import TrainConfig
-from value_model.consensus import FEATURES, VALUE, Combiner, consensus_features_by_task, cross_fitted_logits
+from value_model.consensus import (
+    FEATURES,
+    OBJECTIVES,
+    VALUE,
+    Combiner,
+    consensus_features_by_task,
+    cross_fitted_logits,
+)
 from value_model.data import examples_of
 from value_model.evaluation import EvaluationOptions, EvaluationReport, baseline_scores, evaluate_scores
 from value_model.metrics import run_prior_scores, selection_metrics
@@ -45,12 +57,18 @@ def _folds(tasks: np.ndarray, k: int, seed: int) -> np.ndarray:
     return np.array([fold_of[t] for t in tasks])
 
 
-def kfold(rows: pl.DataFrame, *, folds: int, repeats: int, l2: float) -> None:
+def _features(rows: pl.DataFrame) -> np.ndarray:
+    return consensus_features_by_task(rows.get_column("task_id").to_list(), rows.get_column("content").to_list(),
+                                      prompts=rows.get_column("prompt").fill_null("").to_list())
+
+
+def kfold(rows: pl.DataFrame, *, folds: int, repeats: int, l2: float, inputs: tuple[str, ...] = CONSENSUS,
+          objective: str = "pointwise") -> None:
     tasks = np.array(rows.get_column("task_id").to_list())
     y = rows.get_column("label").to_numpy()
     contents = rows.get_column("content").to_list()
     runs = np.array(rows.get_column("run_id").to_list())
-    features = consensus_features_by_task(list(tasks), contents)
+    features = _features(rows)
     spread = []
     report = None
     for repeat in range(repeats):
@@ -58,7 +76,8 @@ def kfold(rows: pl.DataFrame, *, folds: int, repeats: int, l2: float) -> None:
         joint, prior = np.zeros(len(y)), np.zeros(len(y))
         for k in range(folds):
             held, rest = which == k, which != k
-            joint[held] = Combiner.fit(CONSENSUS, features[rest], y[rest], l2=l2).logits(features[held])
+            joint[held] = Combiner.fit(inputs, features[rest], y[rest], l2=l2, objective=objective,
+                                       task_ids=list(tasks[rest])).logits(features[held])
             prior[held] = run_prior_scores(list(runs[rest]), list(y[rest]), list(runs[held]))
         spread.append({"joint": selection_metrics(list(tasks), y, joint)["best_at_1"],
                        "best_single_run": selection_metrics(list(tasks), y, prior)["best_at_1"]})
@@ -67,7 +86,7 @@ def kfold(rows: pl.DataFrame, *, folds: int, repeats: int, l2: float) -> None:
                          "soft_consensus": features[:, FEATURES.index("soft_consensus")]}
             report = evaluate_scores(list(tasks), y, joint, probabilities=1 / (1 + np.exp(-joint)),
                                      baselines=baselines, options=EvaluationOptions(n_bootstrap=2000),
-                                     scorer=f"joint consensus ({', '.join(CONSENSUS)})")
+                                     scorer=f"joint ({', '.join(inputs)}; {objective})")
     assert report is not None
     print(f"task-grouped {folds}-fold over {len(np.unique(tasks))} tasks, {len(y)} candidates")
     _print(report)
@@ -76,6 +95,106 @@ def kfold(rows: pl.DataFrame, *, folds: int, repeats: int, l2: float) -> None:
     print(f"over {repeats} fold shuffles: joint Best@1 {np.mean(joint_b):.3f} (min {min(joint_b):.3f}, max "
           f"{max(joint_b):.3f}); best single run {np.mean(run_b):.3f} (min {min(run_b):.3f}, "
           f"max {max(run_b):.3f})")
+
+
+def _inner_l2(x: np.ndarray, y: np.ndarray, tasks: np.ndarray, inputs: tuple[str, ...], grid: tuple[float, ...],
+              seed: int) -> float:
+    """The L2 of ``grid`` with the best mean Best@1 in a task-grouped 5-fold over the training rows only."""
+    which = _folds(tasks, 5, seed)
+    best: dict[float, float] = {}
+    for l2 in grid:
+        scores = np.zeros(len(y))
+        for k in range(5):
+            held, rest = which == k, which != k
+            scores[held] = Combiner.fit(inputs, x[rest], y[rest], l2=l2).logits(x[held])
+        best[l2] = selection_metrics(list(tasks), y, scores)["best_at_1"]
+    return max(grid, key=lambda l2: (best[l2], -abs(np.log10(l2))))
+
+
+def _bagged(x: np.ndarray, y: np.ndarray, tasks: np.ndarray, held_x: np.ndarray, inputs: tuple[str, ...],
+            *, l2: float, n: int = 10, seed: int = 0) -> np.ndarray:
+    """Mean logits of ``n`` combiners, each fitted on a bootstrap resample of the training tasks."""
+    rng = np.random.default_rng(seed)
+    unique = np.unique(tasks)
+    rows_of = {t: np.where(tasks == t)[0] for t in unique}
+    out = np.zeros(len(held_x))
+    for _ in range(n):
+        idx = np.concatenate([rows_of[t] for t in rng.choice(unique, len(unique), replace=True)])
+        out += Combiner.fit(inputs, x[idx], y[idx], l2=l2).logits(held_x) / n
+    return out
+
+
+PATCH = ("issue_files", "issue_identifiers", "issue_functions", "added_files", "debug_prints", "source_size",
+         "comment_lines")
+RELATIVE = tuple(f"{name}_z" for name in PATCH)
+# (label, inputs, objective, L2); L2 "inner" = chosen by inner CV, "bagged" = 10 task-bootstrap fits at L2 1.
+VARIANTS: tuple[tuple[str, tuple[str, ...], str, float | str], ...] = (
+    ("consensus (default)", CONSENSUS, "pointwise", 1.0),
+    ("consensus, L2 10", CONSENSUS, "pointwise", 10.0),
+    ("consensus, L2 by inner CV", CONSENSUS, "pointwise", "inner"),
+    ("consensus, bagged x10", CONSENSUS, "pointwise", "bagged"),
+    ("consensus, listwise", CONSENSUS, "listwise", 1.0),
+    ("consensus, listwise, L2 10", CONSENSUS, "listwise", 10.0),
+    ("consensus, pairwise, L2 10", CONSENSUS, "pairwise", 10.0),
+    ("all 9 consensus features", tuple(FEATURES[:9]), "pointwise", 1.0),
+    ("+ issue features", (*CONSENSUS, "issue_files", "issue_identifiers", "issue_functions"), "pointwise", 1.0),
+    ("+ shape (new files, prints, tests)", (*CONSENSUS, "added_files", "debug_prints", "touches_tests",
+                                            "source_size_z"), "pointwise", 1.0),
+    ("+ source size, comments (z)", (*CONSENSUS, "source_size_z", "comment_lines_z"), "pointwise", 1.0),
+    ("+ all patch features", (*CONSENSUS, *PATCH), "pointwise", 10.0),
+    ("+ all patch features (z)", (*CONSENSUS, *RELATIVE), "pointwise", 10.0),
+    ("+ patch features, raw and z", (*CONSENSUS, *PATCH, *RELATIVE), "pointwise", 10.0),
+    ("+ patch features, raw and z, listwise", (*CONSENSUS, *PATCH, *RELATIVE), "listwise", 10.0),
+    ("+ patch features, raw and z, pairwise", (*CONSENSUS, *PATCH, *RELATIVE), "pairwise", 10.0),
+)
+
+
+def variants(rows: pl.DataFrame, *, folds: int, repeats: int) -> None:
+    tasks = np.array(rows.get_column("task_id").to_list())
+    y = rows.get_column("label").to_numpy()
+    contents = rows.get_column("content").to_list()
+    runs = np.array(rows.get_column("run_id").to_list())
+    features = _features(rows)
+    shuffles = [_folds(tasks, folds, repeat) for repeat in range(repeats)]
+    priors = []
+    for which in shuffles:
+        prior = np.zeros(len(y))
+        for k in range(folds):
+            held, rest = which == k, which != k
+            prior[held] = run_prior_scores(list(runs[rest]), list(y[rest]), list(runs[held]))
+        priors.append(prior)
+    run_b = [selection_metrics(list(tasks), y, p)["best_at_1"] for p in priors]
+    majority = baseline_scores(list(tasks), contents)["majority_vote"]
+    print(f"task-grouped {folds}-fold over {len(np.unique(tasks))} tasks, {len(y)} candidates, {repeats} shuffles; "
+          f"best single run {np.mean(run_b):.3f} ({min(run_b):.3f}-{max(run_b):.3f}), majority vote "
+          f"{selection_metrics(list(tasks), y, majority)['best_at_1']:.3f}")
+    print(f"{'variant':<40}{'objective':>10}{'L2':>7}{'Best@1 mean (min-max)':>24}{'shuffle 0 [95% CI]':>22}"
+          f"{'gap':>6}{'- majority [95% CI]':>26}{'- best run [95% CI]':>26}")
+    for label, inputs, objective, l2 in VARIANTS:
+        bests, first = [], None
+        for repeat, which in enumerate(shuffles):
+            joint = np.zeros(len(y))
+            for k in range(folds):
+                held, rest = which == k, which != k
+                if l2 == "bagged":
+                    joint[held] = _bagged(features[rest], y[rest], tasks[rest], features[held], inputs, l2=1.0,
+                                          seed=repeat)
+                    continue
+                strength = _inner_l2(features[rest], y[rest], tasks[rest], inputs, (0.1, 1.0, 10.0, 100.0),
+                                     seed=100 + repeat) if l2 == "inner" else float(l2)
+                joint[held] = Combiner.fit(inputs, features[rest], y[rest], l2=strength, objective=objective,
+                                           task_ids=list(tasks[rest])).logits(features[held])
+            bests.append(selection_metrics(list(tasks), y, joint)["best_at_1"])
+            if repeat == 0:
+                first = evaluate_scores(list(tasks), y, joint, baselines={"majority_vote": majority,
+                                                                          "best_single_run": priors[0]},
+                                        options=EvaluationOptions(n_bootstrap=2000), scorer=label)
+        assert first is not None
+        ci = first.model.intervals["best"]
+        diffs = [first.differences[n]["best"] for n in ("majority_vote", "best_single_run")]
+        print(f"{label:<40}{objective:>10}{l2!s:>7}{np.mean(bests):>10.3f} ({min(bests):.3f}-{max(bests):.3f})"
+              f"{first.model.best:>8.3f} [{ci.low:.3f}, {ci.high:.3f}]{first.model.gap_closed:>6.2f}"
+              + "".join(f"{d.estimate:>+10.3f} [{d.low:+.3f}, {d.high:+.3f}]" for d in diffs), flush=True)
 
 
 def on_validation(rows: pl.DataFrame, model_dir: Path, *, l2: float) -> None:
@@ -91,7 +210,7 @@ def on_validation(rows: pl.DataFrame, model_dir: Path, *, l2: float) -> None:
     for task in dict.fromkeys(tasks):
         idx = [i for i, t in enumerate(tasks) if t == task]
         values[idx] = scorer.score(val.get_column("prompt")[idx[0]], [contents[i] for i in idx]).values
-    features = consensus_features_by_task(tasks, contents)
+    features = _features(val)
     inputs = tuple(scorer.info.get("combiner", {}).get("inputs") or TrainConfig().combiner)
     joint = cross_fitted_logits(inputs, features, y, tasks, values=values, l2=l2)
     consensus_only = cross_fitted_logits(CONSENSUS, features, y, tasks, l2=l2)
@@ -129,11 +248,18 @@ def main() -> None:
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--l2", type=float, default=TrainConfig().combiner_l2)
+    parser.add_argument("--inputs", default=",".join(CONSENSUS),
+                        help=f"comma-separated combiner inputs for the k-fold (known: {', '.join(FEATURES)})")
+    parser.add_argument("--objective", choices=OBJECTIVES, default="pointwise")
+    parser.add_argument("--variants", action="store_true", help="k-fold a fixed list of combiners")
     args = parser.parse_args()
     lake = Lake(args.lake)
     rows = examples_of(scan_slice(lake, resolve_slice(lake, load_spec(args.slice))).collect())
-    if args.model is None:
-        kfold(rows, folds=args.folds, repeats=args.repeats, l2=args.l2)
+    if args.variants:
+        variants(rows, folds=args.folds, repeats=args.repeats)
+    elif args.model is None:
+        kfold(rows, folds=args.folds, repeats=args.repeats, l2=args.l2, inputs=tuple(args.inputs.split(",")),
+              objective=args.objective)
     else:
         on_validation(rows, args.model, l2=args.l2)
 
