@@ -142,12 +142,15 @@ class Backend(ABC):
     def forward(self, items: Sequence[Item], *, embed: bool = False) -> Forwarded:
         """Raw values of ``items`` (from any requests), in order."""
 
-    def finalize(self, candidates: Sequence[str], values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def finalize(
+        self, candidates: Sequence[str], values: np.ndarray, *, prompt: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """One request's final (ranking values, probabilities) from its candidates' raw values.
 
         Runs once per request, after the score cache: a model may score a candidate set jointly
-        (value_model's combiner mixes each raw value with consensus features of the whole set), so
-        only raw values are cached per candidate. Default: the raw values and their logistic.
+        (value_model's combiner mixes each raw value with consensus features of the whole set, and
+        may read the task's ``prompt``), so only raw values are cached per candidate. Default: the
+        raw values and their logistic.
         """
         values = np.asarray(values, dtype=np.float64)
         return values, 1.0 / (1.0 + np.exp(-values))
@@ -160,7 +163,7 @@ class Backend(ABC):
             ScoreInput(prompt=prompt, candidates=tuple(candidates), context=tuple(context))
         )
         values = self.forward(prepared.items).values if prepared.items else np.zeros(0)
-        final, scores = self.finalize(candidates, values)
+        final, scores = self.finalize(candidates, values, prompt=prompt)
         return ScoredBatch(values=final, scores=scores, truncated=prepared.truncated)
 
     def close(self) -> None:

@@ -219,10 +219,12 @@ class ValueModelBackend(Backend):
 
     # -- forward (the model thread) ---------------------------------------------------------------
 
-    def finalize(self, candidates: Sequence[str], values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def finalize(
+        self, candidates: Sequence[str], values: np.ndarray, *, prompt: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         combine = getattr(self.scorer, "combine", None)  # value_model's joint scorer, when it has one
         if combine is not None:
-            final, scores = combine(list(candidates), values)
+            final, scores = combine(list(candidates), values, prompt=prompt)
             return np.asarray(final, dtype=np.float64), np.asarray(scores, dtype=np.float64)
         values = np.asarray(values, dtype=np.float64)
         return values, self.scorer.calibration.apply(values)

@@ -342,7 +342,7 @@ class RerankEngine:
         self.stats.candidates += n
         if self.metrics is not None:
             self.metrics.candidates.inc(n)
-        final, scores = backend.finalize(query.candidates, values)
+        final, scores = backend.finalize(query.candidates, values, prompt=query.prompt)
         return EngineResult(
             values=values,
             final=final,

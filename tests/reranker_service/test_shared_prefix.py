@@ -167,6 +167,30 @@ class TestEncoderIsScoredWhole:
             ValueModelBackend.load(str(encoder_artefact), share_prefix=True)
 
 
+class TestIssueReadingCombiner:
+    async def test_the_engine_passes_the_task_prompt_to_a_combiner_that_reads_the_issue(self, encoder_artefact):
+        # A combiner over the raw value and whether a patch touches a file the issue names: the served
+        # (cached-values) path must hand it the request's prompt and give the naive joint scores.
+        from value_model.consensus import Combiner
+
+        backend = ValueModelBackend.load(str(encoder_artefact))
+        backend.scorer.combiner = Combiner(inputs=("value", "issue_files"), weights=(0.5, 2.0))
+        prompt = "src/parse_3.py crashes on empty input"
+        patches = [
+            f"diff --git a/src/parse_{i}.py b/src/parse_{i}.py\n--- a/src/parse_{i}.py\n+++ b/src/parse_{i}.py\n"
+            f"@@ -1,2 +1,4 @@\n def parse(text):\n+    if not text:  # {i}\n+        return Document()\n"
+            for i in range(5)
+        ]
+        expected = naive(encoder_artefact, prompt=prompt, candidates=patches)  # no combiner: raw values
+        async with RerankEngine(backend) as engine:
+            result = await engine.score(prompt, patches)
+
+        touched = np.array([1.0 if i == 3 else 0.0 for i in range(len(patches))])
+        np.testing.assert_allclose(result.values, expected.values, rtol=0, atol=1e-5)  # raw, as cached
+        np.testing.assert_allclose(result.final, 0.5 * expected.values + 2.0 * touched, rtol=0, atol=1e-5)
+        assert int(np.argmax(result.final)) == 3
+
+
 class TestTruncationOptions:
     def test_truncate_false_refuses_an_input_over_the_budget(self, decoder_artefacts):
         from reranker_service import InputTooLongError
