@@ -85,8 +85,10 @@ class SourceFile:
             return handle.read() if length is None else handle.read(length)
 
     def release(self) -> None:
-        """Forget the bytes and everything parsed from them (the hash is kept)."""
-        self.__dict__["sha256"] = self.sha256
+        """Forget the bytes and everything parsed from them (the hash is kept: computed now if the bytes
+        are in memory, else left to be streamed from disk if ever asked for)."""
+        if self._data is not None and self.span is None:
+            self.__dict__["sha256"] = self.sha256
         self._data = None
         self.__dict__.pop("document", None)
         self.__dict__.pop("text", None)
