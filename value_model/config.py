@@ -149,6 +149,10 @@ class TrainConfig:
     combiner_objective: Objective = _opt(
         "pointwise", "The combiner's loss: pointwise (logistic, calibrated), listwise (softmax over a task's "
         "candidates) or pairwise (Bradley-Terry within a task). On SWE-bench Lite they tie within noise.")
+    reference_positives: bool = _opt(
+        False, "Add each training task's reference solution (the dataset's gold patch or answer, "
+        "tasks.reference) as one more positive example. Train split only: never validated on, never fed "
+        "to the combiner. Not for kind=action.")
     max_examples: int = _opt(0, "Cap on training examples (0 = all), for smoke runs.")
     threads: int = _opt(0, "torch CPU threads (0 = torch's default).")
 
@@ -203,6 +207,8 @@ class TrainConfig:
             problems.append(f"combiner_objective must be one of {list(OBJECTIVES)}, got {self.combiner_objective!r}")
         if not self.combiner_l2 > 0:
             problems.append(f"combiner_l2 must be > 0, got {self.combiner_l2}")
+        if self.reference_positives and self.kind == "action":
+            problems.append("reference_positives adds whole solutions: it does not apply to kind='action'")
         if self.max_examples < 0 or self.threads < 0:
             problems.append("max_examples and threads must be >= 0")
         if problems:

@@ -46,6 +46,7 @@ __all__ = [
     "load_steps",
     "split_by_task",
     "task_bucket",
+    "with_reference_positives",
 ]
 
 # The step fields the serializer reads.
@@ -100,6 +101,42 @@ def examples_of(rows: pl.DataFrame) -> pl.DataFrame:
     return rows.filter(pl.col("prompt").is_not_null()).with_columns(
         value=pl.col("label"), label=(pl.col("label") > 0.5).cast(pl.Float32), content=pl.col("content").fill_null("")
     )
+
+
+def with_reference_positives(lake: Lake, train: pl.DataFrame, *, version: int | None = None) -> pl.DataFrame:
+    """``train`` plus one positive example per task whose lake row has a reference solution (``reference``:
+    a dataset's gold patch or answer), scored against the same prompt as the task's candidates.
+
+    The added rows have ``candidate_id = "reference:<task_id>"``, label 1 and no trajectory (so no
+    context); every other column is null.
+
+    Args:
+        lake: where the tasks are.
+        train: training examples (``task_id``, ``prompt``, ``content``, ``label``, ...).
+        version: the ``tasks`` version to read (the slice's pinned one).
+    """
+    if train.is_empty():
+        return train
+    tasks = train.select("task_id", "prompt").unique("task_id", keep="first", maintain_order=True)
+    references = (
+        lake.scan("tasks", version=version)
+        .filter(pl.col("task_id").is_in(tasks.get_column("task_id").implode())
+                & (pl.col("reference").fill_null("").str.strip_chars() != ""))
+        .select("task_id", "reference")
+        .unique("task_id", keep="first")
+        .collect()
+    )
+    kind = train.get_column("kind")[0] if "kind" in train.columns else None
+    added = tasks.join(references, on="task_id", how="inner", maintain_order="left").select(
+        "task_id", "prompt",
+        candidate_id=pl.lit("reference:") + pl.col("task_id"),
+        content=pl.col("reference"),
+        label=pl.lit(1.0, dtype=train.schema["label"]),
+        value=pl.lit(1.0, dtype=train.schema.get("value", pl.Float64)),
+        **({"kind": pl.lit(kind)} if kind is not None else {}),
+        **({"split": pl.lit("train")} if "split" in train.columns else {}),
+    )
+    return pl.concat([train, added], how="diagonal_relaxed")
 
 
 def split_by_task(frame: pl.DataFrame, *, val_fraction: float, seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -42,7 +42,7 @@ from trajectory_lake import Lake
 from trajectory_lake.slices import SliceSpec, resolve_slice, scan_slice
 from value_model.config import TrainConfig
 from value_model._runtime import Runtime, broadcast
-from value_model.data import action_examples_of, examples_of, load_steps
+from value_model.data import action_examples_of, examples_of, load_steps, with_reference_positives
 from value_model.evaluation import EvaluationOptions, EvaluationReport, evaluate_candidates
 from value_model.inference import Scorer, predict_values
 from value_model.model import ValueModel
@@ -130,6 +130,10 @@ def train_from_lake(
         if rows.is_empty():
             raise ValueError(f"the trajectories of slice {spec.name!r} have no assistant steps in the lake at {lake.uri}")
     train, val = rows.filter(pl.col("split") == "train"), rows.filter(pl.col("split") == "val")
+    if config.reference_positives:
+        before = len(train)
+        train = with_reference_positives(lake, train, version=manifest.versions["tasks"])
+        logger.info("added %d reference solutions as positives", len(train) - before)
     logger.info("training on %d examples (%d tasks), validating on %d (%d tasks)", len(train),
                 train.get_column("task_id").n_unique(), len(val), val.get_column("task_id").n_unique())
     model, tokenizer = ValueModel.from_backbone(config.backbone, pooling=config.pooling,

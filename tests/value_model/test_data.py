@@ -8,7 +8,8 @@ import json
 import polars as pl
 import pytest
 
-from value_model.data import contexts_of, load_examples, split_by_task, task_bucket
+from value_model.config import TrainConfig
+from value_model.data import contexts_of, load_examples, split_by_task, task_bucket, with_reference_positives
 from value_model.trainer import td_targets_of
 
 
@@ -33,6 +34,27 @@ class TestLoadExamples:
     def test_the_table_versions_read_are_reported(self, lite_lake, lite_examples):
         assert lite_examples.versions == {t: lite_lake.version(t) for t in lite_examples.versions}
         assert {"candidates", "outcomes", "tasks"} <= set(lite_examples.versions)
+
+
+class TestReferencePositives:
+    def test_each_training_task_gets_its_gold_patch_as_one_positive(self, lite_lake, lite_examples, shared_data):
+        train, _ = split_by_task(lite_examples.frame, val_fraction=0.2, seed=0)
+        gold = {f"swe-bench/{r['instance_id']}": r["patch"]
+                for r in map(json.loads, (shared_data / "swebench-lite/tasks.jsonl").read_text().splitlines())}
+        out = with_reference_positives(lite_lake, train, version=lite_examples.versions["tasks"])
+
+        added = out.filter(pl.col("candidate_id").str.starts_with("reference:"))
+        assert out.head(len(train)).equals(train)  # the real examples, unchanged and first
+        assert sorted(added["task_id"]) == sorted(set(train["task_id"]))  # every Lite task has a gold patch
+        assert added["label"].to_list() == [1.0] * len(added)
+        assert all(row["content"] == gold[row["task_id"]] for row in added.iter_rows(named=True))
+        prompts = dict(zip(train["task_id"], train["prompt"], strict=True))
+        assert all(row["prompt"] == prompts[row["task_id"]] for row in added.iter_rows(named=True))
+        assert added["trajectory_id"].null_count() == len(added)  # no trajectory, so no context
+
+    def test_action_training_refuses_them(self):
+        with pytest.raises(ValueError, match="reference_positives"):
+            TrainConfig(kind="action", reference_positives=True)
 
 
 class TestSplitByTask:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 
 import mlflow
@@ -72,6 +74,13 @@ class TestFit:
 
 
 class TestRegistry:
+    def test_reference_positives_add_one_gold_patch_per_training_task(self, lite_lake, harvest_home, tiny_encoder_dir):
+        base = TrainConfig(backbone=str(tiny_encoder_dir), max_length=32, epochs=1, max_examples=8)
+        plain = train_from_lake(lite_lake, base, register=None)
+        more = train_from_lake(lite_lake, dataclasses.replace(base, reference_positives=True), register=None)
+        assert more.n_train == plain.n_train + plain.lineage["train_tasks"]
+        assert more.n_val == plain.n_val and more.lineage["val_tasks"] == plain.lineage["val_tasks"]
+
     def test_train_from_lake_logs_and_registers_a_model_that_loads_by_alias(self, lite_lake, harvest_home, tiny_encoder_dir):
         config = TrainConfig(backbone=str(tiny_encoder_dir), max_length=48, epochs=1, max_examples=32)
         report = train_from_lake(lite_lake, config, register="lite-value")
