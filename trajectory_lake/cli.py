@@ -69,14 +69,18 @@ def open_lake(lake_uri: str | None, storage_options: tuple[str, ...] = ()) -> La
 @click.option("--max-raw-bytes", default=1 << 20, show_default=True, help="Raw bytes kept per quarantined record.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes reading files in parallel (1: read in this process). [default: CPU count, at most 8]")
+@click.option("--commit-mb", type=click.IntRange(min=1), default=None,
+              help="Commit the staged rows whenever they reach this many MB (several commits per table, all "
+                   "with this ingest's id): bounds memory on huge ingests. [default: one commit per table]")
 def ingest_command(
     paths: tuple[str, ...], lake_uri: str | None, storage_options: tuple[str, ...], as_json: bool, max_raw_bytes: int,
-    workers: int | None,
+    workers: int | None, commit_mb: int | None,
 ) -> None:
     """Ingest harness files or directories (format detected by content) into the lake."""
     lake = open_lake(lake_uri, storage_options)
     try:
-        report = ingest(list(paths), lake, max_raw_bytes=max_raw_bytes, workers=workers)
+        report = ingest(list(paths), lake, max_raw_bytes=max_raw_bytes, workers=workers,
+                        commit_bytes=commit_mb << 20 if commit_mb else None)
     except FileNotFoundError as exc:
         raise click.ClickException(str(exc)) from exc
     except LakeError as exc:

@@ -156,6 +156,7 @@ def ingest(
     workers: int | None = None,
     parallel_min_bytes: int = PARALLEL_MIN_BYTES,
     part_bytes: int = PART_BYTES,
+    commit_bytes: int | None = None,
 ) -> IngestReport:
     """Ingest files and directories into ``lake``.
 
@@ -175,6 +176,11 @@ def ingest(
         parallel_min_bytes: inputs smaller than this are read in this process whatever ``workers``.
         part_bytes: a JSONL file of independent records larger than this is read in line-aligned parts
             of about this size (same rows, same locators), so no file is ever held whole.
+        commit_bytes: by default each table gets one commit per ingest, and delta-rs' writer holds a
+            share of the rows it commits in memory (delta-io/delta-rs#3578), so the commit's peak grows
+            with the ingest. With a bound, the staged rows are committed whenever they reach this many
+            Arrow bytes: memory stays flat, at the price of several commits (all carrying this ingest's
+            id) per table. A crash between them is safe as ever: a re-run writes the missing rows.
 
     Returns:
         The :class:`IngestReport`.
@@ -194,6 +200,8 @@ def ingest(
         raise ValueError(f"max_raw_bytes must be >= 0, got {max_raw_bytes}")
     if flush_bytes < 1:
         raise ValueError(f"flush_bytes must be >= 1, got {flush_bytes}")
+    if commit_bytes is not None and commit_bytes < 1:
+        raise ValueError(f"commit_bytes must be >= 1, got {commit_bytes}")
     if part_bytes < 1:
         raise ValueError(f"part_bytes must be >= 1, got {part_bytes}")
     if workers is not None and workers < 1:
@@ -202,7 +210,7 @@ def ingest(
     lake.create()
     report = IngestReport(ingest_id=str(uuid.uuid4()), lake=lake.uri, skipped=[str(p) for p in skipped])
     with tempfile.TemporaryDirectory(prefix="harvest-ingest-") as staging_dir:
-        writer = _Writer(lake, report, Path(staging_dir), max_raw_bytes)
+        writer = _Writer(lake, report, Path(staging_dir), max_raw_bytes, commit_bytes)
         groups = _group(files, report, writer)
         # Every (file, adapter) of every group, richest formats first: the first description of an
         # entity wins, so a full trajectory beats a bare prediction and a dataset's task row beats a
@@ -364,8 +372,12 @@ class _Writer:
     each trajectory already has), so deduplication needs no lake query per batch.
     """
 
-    def __init__(self, lake: Lake, report: IngestReport, staging: Path, max_raw_bytes: int) -> None:
+    def __init__(
+        self, lake: Lake, report: IngestReport, staging: Path, max_raw_bytes: int, commit_bytes: int | None = None
+    ) -> None:
         self.lake = lake
+        self.commit_bytes = commit_bytes
+        self.staged_bytes = 0
         self.report = report
         self.staging = staging
         self.max_raw_bytes = max_raw_bytes
@@ -447,6 +459,8 @@ class _Writer:
         for table, rows in tables.items():
             self._stage(table, rows)
         self._stage_quarantine()
+        if self.commit_bytes is not None and self.staged_bytes >= self.commit_bytes:
+            self._commit_staged(self._commit_metadata())
 
     def _key_set(self, table: str) -> set[tuple[Any, ...]]:
         if table not in self.keys:
@@ -542,6 +556,7 @@ class _Writer:
         if table not in self.writers:
             self.writers[table] = pa.ipc.new_stream(str(self.staging / f"{table}.arrows"), rows.schema)
         self.writers[table].write_table(rows)
+        self.staged_bytes += rows.nbytes
         if table != "quarantine":
             self.report.counts[table].written += rows.num_rows
 
@@ -558,16 +573,33 @@ class _Writer:
 
     # -- commit ---------------------------------------------------------------------------------
 
-    def commit(self) -> None:
-        """Stage what is left, give every table its one commit, then log the ingest."""
-        self.flush()
+    def _commit_metadata(self) -> dict[str, str]:
         report = self.report
-        metadata = {
+        return {
             "harvest.ingest_id": report.ingest_id,
             "harvest.adapters": ",".join(sorted(set(report.sources.values()))),
             "harvest.sources": json.dumps(sorted(report.sources))[:4096],
             "harvest.tool_version": tool_version(),
         }
+
+    def _commit_staged(self, metadata: dict[str, str]) -> None:
+        """Commit every table's staged rows (one commit each) and start new staging files."""
+        for writer in self.writers.values():
+            writer.close()
+        for table in _WRITE_ORDER:
+            if table in self.writers:
+                with pa.OSFile(str(self.staging / f"{table}.arrows")) as handle:
+                    self.report.versions[table] = self.lake.append_stream(table, pa.ipc.open_stream(handle),
+                                                                          metadata=metadata)
+        self.writers.clear()
+        self.staged_bytes = 0
+
+    def commit(self) -> None:
+        """Stage what is left, give every table its commit (its last one, with ``commit_bytes``), then log
+        the ingest."""
+        self.flush()
+        report = self.report
+        metadata = self._commit_metadata()
         for writer in self.writers.values():
             writer.close()
         for table in _WRITE_ORDER:

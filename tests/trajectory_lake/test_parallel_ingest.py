@@ -94,3 +94,23 @@ def test_a_part_is_read_alone_never_the_whole_file(shared_data, tmp_path, monkey
 
     assert report.counts["trajectories"].written > 0 and not unreconciled(report)
     assert 0 < max(reads) < source.stat().st_size  # the parts and the sniffing heads, never the file
+
+
+def test_commit_bytes_bounds_a_commit_and_writes_the_same_rows(corpus, tmp_path):
+    once_lake, chunked_lake = Lake(tmp_path / "once"), Lake(tmp_path / "chunked")
+    once = ingest(corpus, once_lake, workers=1)
+    chunked = ingest(corpus, chunked_lake, workers=1, flush_bytes=256 << 10, commit_bytes=1)
+
+    assert {t: vars(c) for t, c in chunked.counts.items()} == {t: vars(c) for t, c in once.counts.items()}
+    for table in (*DATA_TABLES, "quarantine"):
+        assert _rows(chunked_lake, table).equals(_rows(once_lake, table)), table
+    history = [c for c in chunked_lake.history("steps") if c.get("harvest.ingest_id") == chunked.ingest_id]
+    assert len(history) > 3  # several commits of this one ingest, each with its id
+    assert len([c for c in once_lake.history("steps") if c.get("harvest.ingest_id") == once.ingest_id]) == 1
+    assert chunked.versions["steps"] == chunked_lake.version("steps")
+    assert chunked_lake.read("ingests")["ingest_id"].to_list() == [chunked.ingest_id]
+
+
+def test_commit_bytes_must_be_positive(tmp_path):
+    with pytest.raises(ValueError, match="commit_bytes must be >= 1"):
+        ingest([tmp_path], Lake(tmp_path / "lake"), commit_bytes=0)
