@@ -300,13 +300,13 @@ def link_subset(root: Path, paths: list[tuple[Path, Path]]) -> int:
 _CHILD = """
 import json, resource, sys, time
 from trajectory_lake import Lake, ingest
-corpus, lake, profile, workers = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+corpus, lake, profile, workers, commit_mb = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 if corpus == "-":
     print(json.dumps({"maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss})); sys.exit()
 if profile != "-":
     import cProfile; prof = cProfile.Profile(); prof.enable()
 started = time.perf_counter()
-report = ingest([corpus], Lake(lake), workers=workers or None)
+report = ingest([corpus], Lake(lake), workers=workers or None, commit_bytes=commit_mb << 20 if commit_mb else None)
 seconds = time.perf_counter() - started
 if profile != "-":
     prof.disable(); prof.dump_stats(profile)
@@ -318,13 +318,16 @@ print(json.dumps({"seconds": seconds, "maxrss_kb": resource.getrusage(resource.R
 """
 
 
+COMMIT_MB = 0  # --commit-mb: 0 = one commit per table per ingest (Harvest's default)
+
+
 def ingest_child(
     corpus: Path | str, lake: Path | str, tmp: Path, profile: Path | None = None, workers: int = 0
 ) -> dict[str, Any]:
     """Ingest in a child process; ``workers=0`` is Harvest's default (one reader process per core)."""
     env = {**os.environ, "TMPDIR": str(tmp)}
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(corpus), str(lake), str(profile or "-"), str(workers)],
+        [sys.executable, "-c", _CHILD, str(corpus), str(lake), str(profile or "-"), str(workers), str(COMMIT_MB)],
         capture_output=True,
         text=True,
         env=env,
@@ -491,6 +494,12 @@ def main() -> None:
     )
     parser.add_argument("--keep", action="store_true", help="keep the workdir")
     parser.add_argument(
+        "--commit-mb",
+        type=int,
+        default=0,
+        help="pass commit_bytes to every ingest: commit staged rows every N MB (default 0: one commit per table)",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="also print a cProfile top-15 of an ingest of the quarter corpus",
@@ -501,6 +510,8 @@ def main() -> None:
     if args.files < 4 or args.trajectories < args.files:
         sys.exit("need --files >= 4 and --trajectories >= --files")
 
+    global COMMIT_MB
+    COMMIT_MB = args.commit_mb
     if args.workdir is not None:
         Path(args.workdir).mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="harvest-bench-", dir=args.workdir))
@@ -581,7 +592,7 @@ def run(args: argparse.Namespace, work: Path) -> None:
     print(
         f"Harvest lake benchmark: {n_traj} trajectories, {n_steps} steps, {size_mb:.0f} MB of OpenHands "
         f"output.jsonl in {args.files} files (+ tasks.jsonl shards); --steps {args.steps} "
-        f"--max-text {args.max_text} --seed {args.seed}"
+        f"--max-text {args.max_text} --seed {args.seed} --commit-mb {args.commit_mb}"
     )
     print(
         f"machine: {os.cpu_count()} cores, {_ram_gib():.0f} GiB RAM, {platform.python_implementation()} "
