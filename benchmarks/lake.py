@@ -610,7 +610,8 @@ def run(args: argparse.Namespace, work: Path) -> None:
         print(f"{name:<52}{t:>9.2f}{rates}{ratio}")
 
     cores = min(os.cpu_count() or 1, 8)
-    row(f"harvest ingest ({cores} reader processes, one commit/table)", full["seconds"], t_floor)
+    commits = f"commits every {COMMIT_MB} MB" if COMMIT_MB else "one commit/table"
+    row(f"harvest ingest ({cores} reader processes, {commits})", full["seconds"], t_floor)
     row("floor: pyarrow.parquet writing the same rows", t_floor, t_floor)
     row("harvest write path: Lake.append_stream, same rows", t_delta, t_floor)
     row(f"parse only: msgspec over every line ({cores} processes)", t_parse, t_floor)
