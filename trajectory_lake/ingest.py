@@ -587,12 +587,16 @@ class _Writer:
         for writer in self.writers.values():
             writer.close()
         for table in _WRITE_ORDER:
-            if table in self.writers:
-                with pa.OSFile(str(self.staging / f"{table}.arrows")) as handle:
-                    self.report.versions[table] = self.lake.append_stream(table, pa.ipc.open_stream(handle),
-                                                                          metadata=metadata)
+            self._append_staged(table, metadata)
         self.writers.clear()
         self.staged_bytes = 0
+
+    def _append_staged(self, table: str, metadata: dict[str, str]) -> None:
+        """One commit of ``table``'s staged rows (its writer closed), if it has any."""
+        if table in self.writers:
+            with pa.OSFile(str(self.staging / f"{table}.arrows")) as handle:
+                self.report.versions[table] = self.lake.append_stream(table, pa.ipc.open_stream(handle),
+                                                                      metadata=metadata)
 
     def commit(self) -> None:
         """Stage what is left, give every table its commit (its last one, with ``commit_bytes``), then log
@@ -616,10 +620,7 @@ class _Writer:
                 report.counts[table].duplicate -= replaced
                 if replaced:
                     report.versions[table] = self.lake.version(table)
-            if table in self.writers:
-                with pa.OSFile(str(self.staging / f"{table}.arrows")) as handle:
-                    report.versions[table] = self.lake.append_stream(table, pa.ipc.open_stream(handle),
-                                                                     metadata=metadata)
+            self._append_staged(table, metadata)
         report.finished_at = datetime.now(UTC)
         report.versions["ingests"] = self.lake.append("ingests", _ingest_row(report), metadata=metadata)
 
