@@ -6,7 +6,7 @@ import hashlib
 import itertools
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -20,6 +20,9 @@ __all__ = ["Adapter", "Labels", "RunGroup", "SourceFile"]
 
 # Bytes per read when hashing a file from disk.
 _CHUNK = 8 << 20
+
+# What _parsed gives for a line that is not JSON (a JSON ``null`` line parses to None).
+_UNPARSED = object()
 
 # instance id -> outcome name -> value (e.g. {"django__django-11099": {"resolved": 1.0}})
 Labels = dict[str, dict[str, float]]
@@ -168,31 +171,12 @@ class SourceFile:
 
         Lines are read whole, however long: a record with a 50 MB field is still recognised.
         """
-        out: list[Any] = []
-        for raw in itertools.islice(self.lines(), max_lines):
-            if not raw.strip():
-                continue
-            try:
-                out.append(loads(raw))
-            except (ValueError, RecursionError):  # includes JSON and UTF-8 decode errors
-                continue
-            if len(out) >= limit:
-                break
-        return out
+        parsed = (v for v in _parsed(itertools.islice(self.lines(), max_lines)) if v is not _UNPARSED)
+        return list(itertools.islice(parsed, limit))
 
     def first_records(self, limit: int) -> list[Any]:
         """The first ``limit`` non-blank lines parsed whole, ``None`` for a line that does not parse (sniffing)."""
-        out: list[Any] = []
-        for raw in self.lines():
-            if len(out) >= limit:
-                break
-            if not raw.strip():
-                continue
-            try:
-                out.append(loads(raw))
-            except (ValueError, RecursionError):  # not UTF-8 / JSON, a number too long, nesting too deep
-                out.append(None)
-        return out
+        return [None if v is _UNPARSED else v for v in itertools.islice(_parsed(self.lines()), limit)]
 
     def is_json_document(self) -> bool:
         """Whether the file starts like a single JSON document (object or array), not JSONL."""
@@ -316,6 +300,17 @@ class Adapter(ABC):
                 yield self.quarantine(f"line {number}", f"invalid JSON: {_brief(exc)}", raw)
                 continue
             yield number, raw, value
+
+
+def _parsed(lines: Iterable[bytes]) -> Iterator[Any]:
+    """Each non-blank line parsed, or ``_UNPARSED`` (not UTF-8 / JSON, a number too long, nesting too deep)."""
+    for raw in lines:
+        if not raw.strip():
+            continue
+        try:
+            yield loads(raw)
+        except (ValueError, RecursionError):
+            yield _UNPARSED
 
 
 def _brief(exc: BaseException) -> str:
