@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import polars as pl
 import pytest
@@ -436,3 +436,400 @@ class TestOpenHandsMalformedLines:
         assert "history[3]: an event needs exactly one of 'action' or 'observation'" in errors["line 1"]
         assert "issue.number must be an integer" in errors["line 2"]
         assert lake.read("trajectories").height == 0
+
+
+# --------------------------------------------------------------------------------------------------
+# OpenHands V1 (software-agent-sdk events; OpenHands/benchmarks EvalOutput), built inline in the upstream
+# shape: openhands-sdk ``openhands/sdk/event/llm_convertible/{action,observation,message,system}.py``,
+# ``conversation/persistence_const.py``; benchmarks ``benchmarks/utils/models.py``.
+# --------------------------------------------------------------------------------------------------
+
+
+def _text(text: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": text, "cache_prompt": False}]
+
+
+def _v1_history() -> list[dict[str, Any]]:
+    return [
+        {
+            "kind": "SystemPromptEvent",
+            "id": "0d9c7a52-0000-4000-8000-000000000000",
+            "timestamp": "2025-11-20T10:00:00.000001",
+            "source": "agent",
+            "system_prompt": {"type": "text", "text": "You are OpenHands agent.", "cache_prompt": False},
+            "tools": [{"name": "terminal", "description": "Execute a bash command"}],
+        },
+        {
+            "kind": "MessageEvent",
+            "id": "0d9c7a52-0000-4000-8000-000000000001",
+            "timestamp": "2025-11-20T10:00:01",
+            "source": "user",
+            "llm_message": {
+                "role": "user",
+                "content": _text("Fix the validator in utils.py"),
+                "tool_calls": None,
+            },
+            "activated_skills": [],
+            "extended_content": [],
+        },
+        {
+            "kind": "ActionEvent",
+            "id": "0d9c7a52-0000-4000-8000-000000000002",
+            "timestamp": "2025-11-20T10:00:05",
+            "source": "agent",
+            "thought": _text("Let me read the file."),
+            "reasoning_content": "The regex is probably wrong.",
+            "thinking_blocks": [],
+            "action": {
+                "kind": "TerminalAction",
+                "command": "cat utils.py",
+                "is_input": False,
+                "timeout": None,
+            },
+            "tool_name": "terminal",
+            "tool_call_id": "toolu_01",
+            "tool_call": {
+                "id": "toolu_01",
+                "name": "terminal",
+                "arguments": '{"command": "cat utils.py", "security_risk": "LOW"}',
+                "origin": "completion",
+            },
+            "llm_response_id": "chatcmpl-1",
+            "security_risk": "LOW",
+        },
+        {
+            "kind": "ObservationEvent",
+            "id": "0d9c7a52-0000-4000-8000-000000000003",
+            "timestamp": "2025-11-20T10:00:06",
+            "source": "environment",
+            "tool_name": "terminal",
+            "tool_call_id": "toolu_01",
+            "action_id": "0d9c7a52-0000-4000-8000-000000000002",
+            "observation": {
+                "kind": "TerminalObservation",
+                "content": _text("regex = r'^[\\w.@+-]+$'"),
+                "is_error": False,
+                "command": "cat utils.py",
+                "exit_code": 0,
+            },
+        },
+        {
+            "kind": "ConversationStateUpdateEvent",
+            "id": "0d9c7a52-0000-4000-8000-000000000004",
+            "timestamp": "2025-11-20T10:00:07",
+            "source": "environment",
+            "key": "execution_status",
+            "value": "running",
+        },
+        {
+            "kind": "ActionEvent",
+            "id": "0d9c7a52-0000-4000-8000-000000000005",
+            "timestamp": "2025-11-20T10:00:08",
+            "source": "agent",
+            "thought": [],
+            "action": {"kind": "TerminalAction", "command": "pytest -x", "is_input": False, "timeout": None},
+            "tool_name": "terminal",
+            "tool_call_id": "toolu_02",
+            "tool_call": {"id": "toolu_02", "name": "terminal", "arguments": '{"command": "pytest -x"}'},
+            "llm_response_id": "chatcmpl-2",
+        },
+        {
+            "kind": "AgentErrorEvent",
+            "id": "0d9c7a52-0000-4000-8000-000000000006",
+            "timestamp": "2025-11-20T10:00:09",
+            "source": "agent",
+            "tool_name": "terminal",
+            "tool_call_id": "toolu_02",
+            "error": "Command timed out after 120 seconds",
+        },
+        {
+            "kind": "ActionEvent",
+            "id": "0d9c7a52-0000-4000-8000-000000000007",
+            "timestamp": "2025-11-20T10:00:12",
+            "source": "agent",
+            "thought": _text("Done."),
+            "action": {"kind": "FinishAction", "message": "I fixed the validator."},
+            "tool_name": "finish",
+            "tool_call_id": "toolu_03",
+            "tool_call": {
+                "id": "toolu_03",
+                "name": "finish",
+                "arguments": '{"message": "I fixed the validator."}',
+            },
+            "llm_response_id": "chatcmpl-3",
+        },
+        {
+            "kind": "ObservationEvent",
+            "id": "0d9c7a52-0000-4000-8000-000000000008",
+            "timestamp": "2025-11-20T10:00:12",
+            "source": "environment",
+            "tool_name": "finish",
+            "tool_call_id": "toolu_03",
+            "action_id": "0d9c7a52-0000-4000-8000-000000000007",
+            "observation": {
+                "kind": "FinishObservation",
+                "content": _text("I fixed the validator."),
+                "is_error": False,
+            },
+        },
+    ]
+
+
+V1_PATCH = "diff --git a/utils.py b/utils.py\n--- a/utils.py\n+++ b/utils.py\n@@ -1 +1 @@\n-a\n+b\n"
+
+
+def _v1_line(attempt: int = 1, **changes: Any) -> dict[str, Any]:
+    usage = [
+        {"model": "claude", "prompt_tokens": 900, "completion_tokens": c, "response_id": f"chatcmpl-{i + 1}"}
+        for i, c in enumerate((41, 17, 9))
+    ]
+    line = {
+        "instance_id": "django__django-11099",
+        "attempt": attempt,
+        "test_result": {"git_patch": V1_PATCH},
+        "instruction": "Fix the validator in utils.py",
+        "metadata": None,
+        "history": _v1_history(),
+        "metrics": {
+            "model_name": "litellm_proxy/claude-sonnet-4-5-20250929",
+            "accumulated_cost": 0.21,
+            "accumulated_token_usage": {"prompt_tokens": 2700, "completion_tokens": 67, "response_id": ""},
+            "costs": [],
+            "response_latencies": [],
+            "token_usages": usage,
+        },
+        "error": None,
+        "instance": None,
+        "runtime_runs": None,
+    }
+    line.update(changes)
+    return line
+
+
+V1_METADATA = {
+    "llm": {"model": "litellm_proxy/claude-sonnet-4-5-20250929", "temperature": 0.0, "usage_id": "agent"},
+    "dataset": "princeton-nlp/SWE-bench_Verified",
+    "dataset_split": "test",
+    "max_iterations": 100,
+    "eval_output_dir": "eval_outputs/princeton-nlp__SWE-bench_Verified-test/claude/run1",
+    "critic": {"kind": "PassCritic"},
+    "max_retries": 3,
+}
+
+
+def _write_v1_run(root: Path, lines: list[dict[str, Any]]) -> Path:
+    run = root / "run1"
+    run.mkdir()
+    (run / "metadata.json").write_text(json.dumps(V1_METADATA, indent=2), encoding="utf-8")
+    (run / "output.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return run
+
+
+class TestOpenHandsV1EvalOutput:
+    @pytest.fixture
+    def v1(self, tmp_path: Path) -> tuple[Lake, IngestReport]:
+        lake = Lake(tmp_path / "lake")
+        return lake, ingest([_write_v1_run(tmp_path, [_v1_line()])], lake)
+
+    def test_the_line_and_its_metadata_json_are_read_and_nothing_is_quarantined(self, v1):
+        _, report = v1
+        assert sorted(report.sources.values()) == ["openhands-eval", "openhands-eval-metadata"]
+        assert report.total("quarantined") == 0
+        assert unreconciled(report) == {}
+
+    def test_every_sdk_event_but_the_state_update_is_a_step_with_its_role(self, v1):
+        lake, _ = v1
+        steps = _steps(lake, "swe-bench/django__django-11099")
+        assert steps["role"].to_list() == [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+        ]
+        assert steps["content"][0] == "You are OpenHands agent."
+        assert steps["content"][1] == "Fix the validator in utils.py"
+        extra = json.loads(_trajectory(lake, "swe-bench/django__django-11099")["extra"])
+        assert [e["kind"] for e in extra["events_without_step"]] == ["ConversationStateUpdateEvent"]
+
+    def test_an_action_keeps_the_models_tool_call_reasoning_and_response_tokens(self, v1):
+        lake, _ = v1
+        step = _steps(lake, "swe-bench/django__django-11099").row(2, named=True)
+        assert step["tool_calls"] == [
+            {
+                "id": "toolu_01",
+                "name": "terminal",
+                "arguments": '{"command": "cat utils.py", "security_risk": "LOW"}',
+            }
+        ]
+        assert step["reasoning"] == "The regex is probably wrong.\n\nLet me read the file."
+        assert step["tokens"] == 41  # metrics.token_usages of llm_response_id chatcmpl-1
+        extra = json.loads(step["extra"])
+        assert (extra["action"], extra["args"]["command"], extra["security_risk"]) == (
+            "TerminalAction",
+            "cat utils.py",
+            "LOW",
+        )
+
+    def test_observations_and_agent_errors_answer_their_tool_call(self, v1):
+        lake, _ = v1
+        steps = _steps(lake, "swe-bench/django__django-11099")
+        observation, error = steps.row(3, named=True), steps.row(5, named=True)
+        assert (observation["tool_call_id"], observation["content"], observation["is_error"]) == (
+            "toolu_01",
+            "regex = r'^[\\w.@+-]+$'",
+            False,
+        )
+        assert json.loads(observation["extra"])["extras"]["exit_code"] == 0
+        assert (error["tool_call_id"], error["content"], error["is_error"]) == (
+            "toolu_02",
+            "Command timed out after 120 seconds",
+            True,
+        )
+
+    def test_the_patch_is_the_candidate_and_metadata_json_names_model_and_benchmark(self, v1):
+        lake, _ = v1
+        trajectory = _trajectory(lake, "swe-bench/django__django-11099")
+        assert (trajectory["exit_status"], trajectory["tokens"], trajectory["cost_usd"]) == (
+            "finished",
+            2767,
+            0.21,
+        )
+        assert _candidate(lake, "swe-bench/django__django-11099")["content"] == V1_PATCH
+        (run,) = lake.read("runs").to_dicts()
+        assert (run["model"], run["benchmark"], run["harness"]) == (
+            "litellm_proxy/claude-sonnet-4-5-20250929",
+            "swe-bench-verified",
+            "openhands",
+        )
+
+    def test_critic_attempts_of_one_instance_are_two_trajectories(self, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        second = _v1_line(2, test_result={"git_patch": V1_PATCH + "+c\n"})
+        ingest([_write_v1_run(tmp_path, [_v1_line(1), second])], lake)
+        assert lake.read("trajectories").height == 2
+        assert sorted(lake.read("candidates")["content"].to_list()) == sorted([V1_PATCH, V1_PATCH + "+c\n"])
+
+    def test_a_rejected_action_and_a_condensation_summary_are_steps(self, tmp_path):
+        history = [
+            *_v1_history()[:3],
+            {
+                "kind": "UserRejectObservation",
+                "id": "r1",
+                "timestamp": "2025-11-20T10:00:06",
+                "source": "user",
+                "tool_name": "terminal",
+                "tool_call_id": "toolu_01",
+                "action_id": "0d9c7a52-0000-4000-8000-000000000002",
+                "rejection_reason": "Do not read that file",
+                "rejection_source": "user",
+            },
+            {
+                "kind": "CondensationSummaryEvent",
+                "id": "s1",
+                "timestamp": "2025-11-20T10:01:00",
+                "source": "environment",
+                "summary": "The agent looked at utils.py.",
+            },
+            {
+                "kind": "MessageEvent",
+                "id": "m2",
+                "timestamp": "2025-11-20T10:01:01",
+                "source": "agent",
+                "llm_message": {"role": "assistant", "content": _text("I cannot continue.")},
+                "llm_response_id": "chatcmpl-9",
+            },
+        ]
+        lake = Lake(tmp_path / "lake")
+        ingest([_write_v1_run(tmp_path, [_v1_line(history=history)])], lake)
+        steps = _steps(lake, "swe-bench/django__django-11099")
+        assert steps["role"].to_list()[3:] == ["tool", "user", "assistant"]
+        rejected = steps.row(3, named=True)
+        assert (rejected["tool_call_id"], rejected["content"], rejected["is_error"]) == (
+            "toolu_01",
+            "Do not read that file",
+            True,
+        )
+        assert steps["content"][4] == "The agent looked at utils.py."
+        assert steps["content"][5] == "I cannot continue."
+        assert _trajectory(lake, "swe-bench/django__django-11099")["exit_status"] is None
+
+    def test_a_malformed_sdk_event_quarantines_its_line_with_the_reason(self, tmp_path):
+        broken = _v1_line()
+        broken["history"][2]["tool_call"] = "terminal(cat utils.py)"
+        lake = Lake(tmp_path / "lake")
+        ingest([_write_v1_run(tmp_path, [broken])], lake)
+        (bad,) = lake.read("quarantine").to_dicts()
+        assert bad["locator"] == "line 1"
+        assert "history[2]: ActionEvent.tool_call must be an object" in bad["error"]
+
+
+class TestOpenHandsV1ConversationFolder:
+    BASE_STATE: ClassVar[dict[str, Any]] = {
+        "id": "5a1c0f3e-2b7d-4e0f-9a8b-7c6d5e4f3a2b",
+        "agent": {"kind": "Agent", "llm": {"model": "anthropic/claude-sonnet-4-5", "usage_id": "agent"}},
+        "workspace": {"kind": "LocalWorkspace", "working_dir": "/workspace"},
+        "persistence_dir": "workspace/conversations",
+        "max_iterations": 500,
+        "execution_status": "finished",
+        "stats": {
+            "usage_to_metrics": {
+                "agent": {
+                    "model_name": "anthropic/claude-sonnet-4-5",
+                    "accumulated_cost": 0.05,
+                    "accumulated_token_usage": {"prompt_tokens": 900, "completion_tokens": 67},
+                    "token_usages": [
+                        {"prompt_tokens": 300, "completion_tokens": 41, "response_id": "chatcmpl-1"}
+                    ],
+                }
+            }
+        },
+    }
+
+    def _conversation(self, root: Path) -> Path:
+        conversation = root / "conversations" / "5a1c0f3e2b7d4e0f9a8b7c6d5e4f3a2b"
+        (conversation / "events").mkdir(parents=True)
+        for index, event in enumerate(_v1_history()):
+            name = f"event-{index:05d}-{event['id']}.json"
+            (conversation / "events" / name).write_text(json.dumps(event), encoding="utf-8")
+        (conversation / "base_state.json").write_text(json.dumps(self.BASE_STATE), encoding="utf-8")
+        return conversation
+
+    def test_the_conversation_is_one_trajectory_with_base_state_facts(self, tmp_path):
+        conversation = self._conversation(tmp_path)
+        lake = Lake(tmp_path / "lake")
+        report = ingest([conversation.parent], lake)
+        assert set(report.sources.values()) == {"openhands-events"}
+        assert report.total("quarantined") == 0
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert trajectory["source_uri"].endswith(
+            "events/event-00000-0d9c7a52-0000-4000-8000-000000000000.json"
+        )
+        assert (
+            trajectory["n_steps"],
+            trajectory["exit_status"],
+            trajectory["tokens"],
+            trajectory["cost_usd"],
+        ) == (
+            8,
+            "finished",
+            967,
+            0.05,
+        )
+        assert trajectory["model"] == "anthropic/claude-sonnet-4-5"
+        extra = json.loads(trajectory["extra"])
+        assert extra["base_state"]["id"] == self.BASE_STATE["id"]
+        steps = lake.read("steps").sort("step_index")
+        assert steps["tool_calls"][2].to_list() == [
+            {
+                "id": "toolu_01",
+                "name": "terminal",
+                "arguments": '{"command": "cat utils.py", "security_risk": "LOW"}',
+            }
+        ]
+        assert steps["tokens"][2] == 41
+        (task,) = lake.read("tasks").to_dicts()
+        assert task["prompt"] == "Fix the validator in utils.py"

@@ -23,6 +23,18 @@ or ``{id, timestamp, source, message, cause?, observation, content, extras, succ
 Histories may also be the older list of ``[action, observation]`` pairs (``get_pairs_from_events``,
 with ``null`` placeholders) or flat dicts whose args/extras sit at the top level without a ``source``.
 
+OpenHands V1 (the software-agent-sdk, ``openhands/sdk/event/``; evaluated by OpenHands/benchmarks, whose
+``EvalOutput`` lines add ``attempt`` and leave ``metadata`` to the run's ``metadata.json``) writes
+``kind``-tagged events instead: ``SystemPromptEvent {system_prompt, tools}``, ``MessageEvent {source,
+llm_message: {role, content: [parts], reasoning_content?, thinking_blocks?}}``, ``ActionEvent {thought:
+[parts], reasoning_content?, thinking_blocks?, responses_reasoning_item?, action: {kind, ...}, tool_name,
+tool_call_id, tool_call: {id, name, arguments}, llm_response_id, security_risk, summary?}``,
+``ObservationEvent {observation: {kind, content, is_error, ...}, action_id, tool_name, tool_call_id}``,
+``AgentErrorEvent {error, tool_call_id}``, ``UserRejectObservation {rejection_reason, tool_call_id}``,
+``CondensationSummaryEvent {summary}`` and bookkeeping (``ConversationStateUpdateEvent``,
+``Condensation``, ``PauseEvent``, ...). A V1 session folder is ``<id>/base_state.json`` +
+``<id>/events/event-<idx:05d>-<event id>.json``. Both generations map to the same steps.
+
 Mapping (one step per event, in order):
 
 * ``system`` action → ``system`` step; ``message`` actions → ``user`` / ``assistant`` by source;
@@ -35,7 +47,14 @@ Mapping (one step per event, in order):
   ``tool_call_metadata`` or ``cause``), else ``user`` steps (what the LLM is shown); ``is_error`` from
   ``success`` / exit codes / ``error`` observations / ``ERROR:`` editor output;
 * bookkeeping events (``agent_state_changed``, ``recall`` and ``change_agent_state`` actions) are no
-  steps: they go to the trajectory's ``extra`` (``null`` pair placeholders are counted there).
+  steps: they go to the trajectory's ``extra`` (``null`` pair placeholders are counted there);
+* V1: messages keep their ``llm_message`` role; an ``ActionEvent`` is an ``assistant`` step with the
+  ``tool_call`` as emitted (its ``thought`` text and any reasoning → ``reasoning``, the completion tokens
+  of its ``llm_response_id`` from ``metrics.token_usages`` on the first action of each response);
+  observations, agent errors and rejections are ``tool`` steps answering ``tool_call_id``
+  (``observation.is_error``; errors and rejections are errors); content parts' text is joined (parts that
+  are not all text are kept whole); every event field without a column goes to the step's ``extra``;
+  ``execution_status`` updates give the exit status when no ``finish`` action was made.
 
 The patch (``test_result.git_patch`` / ``git_patch``) is the ``patch`` candidate; the SWE-bench report
 that OpenHands' ``eval_infer`` adds (``test_result.report.resolved``) and any SWE-bench report of the
@@ -224,12 +243,15 @@ def flatten_history(history: Any) -> list[Any]:  # noqa: ANN401 - validated here
     return flat
 
 
-def map_events(raw_events: list[Any], *, where: str = "history") -> MappedEvents:
+def map_events(raw_events: list[Any], *, where: str = "history", token_usages: Any = None) -> MappedEvents:  # noqa: ANN401
     """Map OpenHands events to step rows (see the module docstring for the rules).
 
     Args:
-        raw_events: events in any documented layout (already flattened from pairs).
+        raw_events: events in any documented layout (already flattened from pairs), V0 events and
+            software-agent-sdk (V1, ``kind``-tagged) events alike.
         where: a prefix for error messages.
+        token_usages: the V1 ``metrics.token_usages`` list (``{response_id, completion_tokens, ...}``), so
+            the first action of each LLM response gets that response's completion tokens.
 
     Returns:
         The :class:`MappedEvents`.
@@ -253,8 +275,14 @@ def map_events(raw_events: list[Any], *, where: str = "history") -> MappedEvents
     mapped = MappedEvents()
     call_id_of_action: dict[Any, str | None] = {}
     responses_seen: set[str] = set()
+    usage_of_response = _usage_by_response(token_usages)
     last_was_tool_action = False
     for index, raw in enumerate(raw_events):
+        if _is_sdk_event(raw):
+            sdk_step = _sdk_event_step(raw, f"{where}[{index}]", mapped, responses_seen, usage_of_response)
+            if sdk_step is not None:
+                mapped.steps.append(sdk_step)
+            continue
         event = normalise_event(raw, f"{where}[{index}]")
         if event["timestamp"] is not None:
             mapped.timestamps.append(event["timestamp"])
@@ -284,6 +312,253 @@ def map_events(raw_events: list[Any], *, where: str = "history") -> MappedEvents
             last_was_tool_action = False
         mapped.steps.append(step)
     return mapped
+
+
+# --------------------------------------------------------------------------------------------------
+# software-agent-sdk (OpenHands V1) events → steps (pure)
+# --------------------------------------------------------------------------------------------------
+
+# Event kinds the SDK turns into LLM messages (``LLMConvertibleEvent``); every other kind is bookkeeping.
+_SDK_OBSERVATION_KINDS = frozenset({"ObservationEvent", "UserRejectObservation", "AgentErrorEvent"})
+# Fields of an SDK event that become columns (everything else goes to the step's ``extra``).
+_SDK_EVENT_KEYS = frozenset({"id", "timestamp", "source", "kind"})
+_SDK_ACTION_MAPPED = frozenset(
+    {"thought", "reasoning_content", "tool_call", "tool_name", "tool_call_id", "action"}
+)
+
+
+def _is_sdk_event(raw: Any) -> bool:  # noqa: ANN401 - any JSON value
+    """Whether ``raw`` is a software-agent-sdk (OpenHands V1) event: a ``kind``-tagged object such as
+    ``{"kind": "ActionEvent", "action": {"kind": "TerminalAction", ...}, "tool_call": {...}}``, not a V0
+    ``{"action": "run", "args": {...}}`` event."""
+    return (
+        isinstance(raw, dict)
+        and isinstance(raw.get("kind"), str)
+        and not isinstance(raw.get("action"), str)
+        and not isinstance(raw.get("observation"), str)
+    )
+
+
+def _usage_by_response(token_usages: Any) -> dict[str, dict[str, Any]]:  # noqa: ANN401
+    if not isinstance(token_usages, list):
+        return {}
+    return {
+        usage["response_id"]: usage
+        for usage in token_usages
+        if isinstance(usage, dict) and isinstance(usage.get("response_id"), str)
+    }
+
+
+def _sdk_text(parts: Any, what: str) -> Any:  # noqa: ANN401 - text or content parts
+    """SDK content (a string, a ``TextContent`` or a list of content parts) as text; parts that are not all
+    text (images) are kept whole, for ``make_step`` to store as JSON."""
+    if parts is None or isinstance(parts, str):
+        return parts
+    if isinstance(parts, dict):
+        parts = [parts]
+    if not isinstance(parts, list):
+        raise ValueError(f"{what} must be text or a list of content parts, got {type(parts).__name__}")
+    if not parts:
+        return None
+    if all(
+        isinstance(p, dict) and p.get("type", "text") == "text" and isinstance(p.get("text"), str)
+        for p in parts
+    ):
+        return "\n".join(p["text"] for p in parts)
+    return parts
+
+
+def _sdk_reasoning(holder: Mapping[str, Any], thought: Any = None) -> str | None:  # noqa: ANN401
+    """Reasoning text of an SDK action / LLM message: ``reasoning_content``, Anthropic thinking blocks, the
+    plain-text summary and content of a Responses reasoning item, then the ``thought`` text."""
+    parts: list[str] = []
+    if isinstance(holder.get("reasoning_content"), str):
+        parts.append(holder["reasoning_content"])
+    for block in holder.get("thinking_blocks") or []:
+        if isinstance(block, dict) and isinstance(block.get("thinking"), str):
+            parts.append(block["thinking"])
+    item = holder.get("responses_reasoning_item")
+    if isinstance(item, dict):
+        for key in ("summary", "content"):
+            for piece in item.get(key) or []:
+                text = piece.get("text") if isinstance(piece, dict) else piece
+                if isinstance(text, str):
+                    parts.append(text)
+    if isinstance(thought, str):
+        parts.append(thought)
+    return "\n\n".join(dict.fromkeys(p for p in parts if p.strip())) or None
+
+
+def _sdk_event_step(
+    event: dict[str, Any],
+    where: str,
+    mapped: MappedEvents,
+    responses_seen: set[str],
+    usage_of_response: Mapping[str, Mapping[str, Any]],
+) -> dict[str, Any] | None:
+    """The step of one SDK event, or ``None`` for bookkeeping events (kept in ``mapped.other_events``).
+
+    Raises:
+        ValueError: a field the step is built from has the wrong type (the message names the event).
+    """
+    kind = event["kind"]
+    try:
+        timestamp = as_timestamp(event.get("timestamp"))
+    except ValueError as exc:
+        raise ValueError(f"{where}: bad timestamp: {exc}") from None
+    if timestamp is not None:
+        mapped.timestamps.append(timestamp)
+    for key in ("source", "tool_call_id", "tool_name"):
+        if event.get(key) is not None and not isinstance(event[key], str):
+            raise ValueError(f"{where}: {kind}.{key} must be a string, got {type(event[key]).__name__}")
+    base = {"event_id": event.get("id"), "source": event.get("source"), "kind": kind}
+    if kind == "ActionEvent":
+        return _sdk_action_step(event, where, base, timestamp, mapped, responses_seen, usage_of_response)
+    if kind in _SDK_OBSERVATION_KINDS:
+        return _sdk_observation_step(event, where, base, timestamp)
+    if kind == "MessageEvent":
+        message = event.get("llm_message")
+        if not isinstance(message, dict):
+            raise ValueError(
+                f"{where}: MessageEvent.llm_message must be an object, got {type(message).__name__}"
+            )
+        role = message.get("role")
+        if not isinstance(role, str) or not role:
+            role = "assistant" if event.get("source") == "agent" else "user"
+        content = _sdk_text(message.get("content"), f"{where}: llm_message.content")
+        if role == "user" and mapped.prompt is None and isinstance(content, str) and content.strip():
+            mapped.prompt = content
+        extra = {
+            **base,
+            "llm_message": {
+                k: v for k, v in message.items() if k not in ("role", "content", "reasoning_content")
+            },
+            **{k: v for k, v in event.items() if k not in _SDK_EVENT_KEYS and k != "llm_message"},
+        }
+        return _step(
+            role=role, content=content, reasoning=_sdk_reasoning(message), timestamp=timestamp, extra=extra
+        )
+    if kind == "SystemPromptEvent":
+        texts = [
+            _sdk_text(event.get(key), f"{where}: SystemPromptEvent.{key}")
+            for key in ("system_prompt", "dynamic_context")
+        ]
+        content = "\n\n".join(t for t in texts if isinstance(t, str)) or None
+        extra = {
+            **base,
+            **{
+                k: v
+                for k, v in event.items()
+                if k not in _SDK_EVENT_KEYS and k not in ("system_prompt", "dynamic_context")
+            },
+        }
+        return _step(role="system", content=content, timestamp=timestamp, extra=extra)
+    if kind == "CondensationSummaryEvent":  # the summary the LLM is shown in place of forgotten events
+        summary = event.get("summary")
+        if not isinstance(summary, str):
+            raise ValueError(f"{where}: CondensationSummaryEvent.summary must be a string")
+        return _step(role="user", content=summary, timestamp=timestamp, extra=base)
+    if kind == "ConversationStateUpdateEvent" and event.get("key") == "execution_status":
+        if isinstance(event.get("value"), str):
+            mapped.agent_states.append(event["value"])
+    mapped.other_events.append(_compact({**event, "timestamp": timestamp}))
+    return None
+
+
+def _sdk_action_step(
+    event: dict[str, Any],
+    where: str,
+    base: dict[str, Any],
+    timestamp: datetime | None,
+    mapped: MappedEvents,
+    responses_seen: set[str],
+    usage_of_response: Mapping[str, Mapping[str, Any]],
+) -> dict[str, Any]:
+    call, action = event.get("tool_call"), event.get("action")
+    for key, value in (("tool_call", call), ("action", action)):
+        if value is not None and not isinstance(value, dict):
+            raise ValueError(f"{where}: ActionEvent.{key} must be an object, got {type(value).__name__}")
+    call, action = call or {}, action or {}
+    name = (
+        call.get("name") if isinstance(call.get("name"), str) and call.get("name") else event.get("tool_name")
+    )
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{where}: an ActionEvent needs a tool name (tool_call.name or tool_name)")
+    call_id = call.get("id") if isinstance(call.get("id"), str) else event.get("tool_call_id")
+    arguments = call.get("arguments")
+    if arguments is None:
+        arguments = json.dumps({k: v for k, v in action.items() if k != "kind"}, ensure_ascii=False)
+    elif not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    thought = _sdk_text(event.get("thought"), f"{where}: ActionEvent.thought")
+    tokens = None
+    response_id = event.get("llm_response_id")
+    if isinstance(response_id, str) and response_id not in responses_seen:
+        responses_seen.add(response_id)
+        tokens = count_or_none((usage_of_response.get(response_id) or {}).get("completion_tokens"))
+    if name == "finish":
+        mapped.finish = {k: v for k, v in action.items() if k != "kind"}
+    extra = {
+        **base,
+        "action": action.get("kind"),
+        "args": {k: v for k, v in action.items() if k != "kind"},
+        "tool_call": {k: v for k, v in call.items() if k not in ("id", "name", "arguments")},
+        **{k: v for k, v in event.items() if k not in _SDK_EVENT_KEYS and k not in _SDK_ACTION_MAPPED},
+    }
+    if name != event.get("tool_name"):
+        extra["tool_name"] = event.get("tool_name")
+    if not isinstance(thought, str | None):
+        extra["thought"] = thought
+    return _step(
+        role="assistant",
+        content=None,
+        reasoning=_sdk_reasoning(event, thought if isinstance(thought, str) else None),
+        tool_calls=[{"id": call_id, "name": name, "arguments": arguments}],
+        tokens=tokens,
+        timestamp=timestamp,
+        extra=extra,
+    )
+
+
+def _sdk_observation_step(
+    event: dict[str, Any], where: str, base: dict[str, Any], timestamp: datetime | None
+) -> dict[str, Any]:
+    kind = event["kind"]
+    extra = {**base, **{k: v for k, v in event.items() if k not in _SDK_EVENT_KEYS and k != "tool_call_id"}}
+    is_error: bool | None = True
+    if kind == "ObservationEvent":
+        observation = event.get("observation")
+        if not isinstance(observation, dict):
+            raise ValueError(
+                f"{where}: ObservationEvent.observation must be an object, got {type(observation).__name__}"
+            )
+        content = _sdk_text(observation.get("content"), f"{where}: observation.content")
+        flag = observation.get("is_error")
+        exit_code = observation.get("exit_code")
+        if isinstance(flag, bool):
+            is_error = flag
+        elif isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code >= 0:
+            is_error = exit_code != 0
+        else:
+            is_error = None
+        extra["observation"] = observation.get("kind")
+        extra["extras"] = {k: v for k, v in observation.items() if k not in ("kind", "content", "is_error")}
+    elif kind == "UserRejectObservation":  # the action was not run: the LLM is told why
+        content = event.get("rejection_reason")
+        extra.pop("rejection_reason", None)
+    else:  # AgentErrorEvent: the scaffold's error, answered to the tool call
+        content = event.get("error")
+        extra.pop("error", None)
+    if content is not None and not isinstance(content, str | list):
+        raise ValueError(f"{where}: {kind} content must be text, got {type(content).__name__}")
+    return _step(
+        role="tool",
+        content=content,
+        tool_call_id=event.get("tool_call_id"),
+        is_error=is_error,
+        timestamp=timestamp,
+        extra=extra,
+    )
 
 
 def _compact(event: dict[str, Any]) -> dict[str, Any]:
@@ -499,7 +774,6 @@ def _model_arguments(message: Mapping[str, Any], call_id: str | None) -> str | N
     return None
 
 
-
 def _float_or_none(value: Any) -> float | None:  # noqa: ANN401
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
@@ -554,9 +828,11 @@ def _metadata_hints(metadata: Any) -> dict[str, str]:  # noqa: ANN401
     if not isinstance(metadata, dict):
         return {}
     hints = {"harness": HARNESS}
-    llm = metadata.get("llm_config")
+    llm = metadata.get("llm_config", metadata.get("llm"))  # V0 EvalMetadata.llm_config, V1 EvalMetadata.llm
     if isinstance(llm, dict) and isinstance(llm.get("model"), str):
         hints["model"] = llm["model"]
+    if isinstance(metadata.get("dataset"), str) and metadata["dataset"]:
+        hints["dataset"] = metadata["dataset"]
     out_dir = metadata.get("eval_output_dir")
     if isinstance(out_dir, str) and (
         match := _VERSION_IN_NOTE.search(_path_parts(out_dir)[-1] if _path_parts(out_dir) else "")
@@ -731,12 +1007,18 @@ class OpenHandsEvalOutput(_LineAdapter):
         instruction = record.get("instruction")
         if instruction is not None and not isinstance(instruction, str):
             raise ValueError(f"field 'instruction' must be a string, got {type(instruction).__name__}")
-        mapped = map_events(flatten_history(record.get("history")))
+        mapped = map_events(flatten_history(record.get("history")), token_usages=metrics.get("token_usages"))
 
-        hints = _metadata_hints(metadata) or {k: v for k, v in group.run_hints.items()}
-        llm = metadata.get("llm_config") if isinstance(metadata.get("llm_config"), dict) else {}
-        model = llm.get("model") if isinstance(llm.get("model"), str) else hints.get("model")
-        family, benchmark = _eval_task_family(metadata.get("dataset"), instance_id, source.path)
+        # V1 (OpenHands/benchmarks) lines carry no metadata: the run's metadata.json names model and dataset.
+        hints = _metadata_hints(metadata) if metadata else dict(group.run_hints)
+        model = hints.get("model")
+        if model is None and isinstance(metrics.get("model_name"), str) and metrics["model_name"]:
+            model = metrics["model_name"]
+        dataset = metadata.get("dataset") if metadata else group.run_hints.get("dataset")
+        family, benchmark = _eval_task_family(dataset, instance_id, source.path)
+        attempt = record.get("attempt")
+        if attempt is not None and (not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1):
+            raise ValueError(f"field 'attempt' must be a positive integer (1-indexed), got {attempt!r}")
         patch = test_result.get("git_patch", test_result.get("model_patch"))
         if patch is not None and not isinstance(patch, str):
             raise ValueError(f"test_result.git_patch must be a string, got {type(patch).__name__}")
@@ -795,6 +1077,7 @@ class OpenHandsEvalOutput(_LineAdapter):
             source_format=self.name,
             source_uri=source.uri,
             source_sha256=source.sha256,
+            attempt=attempt - 1 if attempt is not None else 0,  # V1's critic attempts count from 1
             exit_status=_exit_status(error, mapped),
             n_steps=len(mapped.steps),
             tokens=tokens,
@@ -857,26 +1140,36 @@ class OpenHandsEvalOutput(_LineAdapter):
 
 
 class OpenHandsEvalMetadata(Adapter):
-    """An evaluation run's ``metadata.json`` (``EvalMetadata``): names the run's model and version for the
-    other files of its folder; it has no records of its own."""
+    """An evaluation run's ``metadata.json`` (``EvalMetadata``): names the run's model, dataset and version
+    for the other files of its folder; it has no records of its own.
+
+    V0 (``evaluation/utils/shared.py``) writes ``{agent_class, llm_config: {model, ...}, max_iterations,
+    eval_output_dir, dataset, ...}``; V1 (OpenHands/benchmarks ``benchmarks/utils/models.py``) writes
+    ``{llm: {model, ...}, dataset, dataset_split, max_iterations, eval_output_dir, critic, ...}`` and leaves
+    the lines of ``output.jsonl`` without metadata, so this file is what names their model and dataset.
+    """
 
     name: ClassVar[str] = "openhands-eval-metadata"
     table: ClassVar[str] = "runs"
 
     @classmethod
     def sniff(cls, source: SourceFile) -> bool:
-        if not source.is_json_document() or b'"agent_class"' not in source.head(8192):
+        if not source.is_json_document() or b'"eval_output_dir"' not in source.head():
             return False
         try:
             document = source.document
         except ValueError:
             return False
-        return (
-            isinstance(document, dict)
-            and isinstance(document.get("llm_config"), dict)
-            and "max_iterations" in document
-            and "eval_output_dir" in document
-        )
+        if (
+            not isinstance(document, dict)
+            or "max_iterations" not in document
+            or "eval_output_dir" not in document
+        ):
+            return False
+        if isinstance(document.get("llm_config"), dict):  # V0
+            return True
+        llm = document.get("llm")  # V1
+        return isinstance(llm, dict) and isinstance(llm.get("model"), str) and "dataset" in document
 
     def hints(self, source: SourceFile) -> dict[str, str]:
         try:
@@ -1013,7 +1306,9 @@ class OpenHandsResolverOutput(_LineAdapter):
 # Event store sessions (a directory format)
 # --------------------------------------------------------------------------------------------------
 
-_EVENT_FILE = re.compile(r"^(\d+)\.json$")
+# V0 names event files ``<id>.json``; V1 (software-agent-sdk ``persistence_const.py``)
+# ``event-<idx:05d>-<event id>.json``.
+_EVENT_FILE = re.compile(r"^(?:(\d+)|event-(\d{5,})-[0-9a-fA-F-]{8,})\.json$")
 _CACHE_PAGE = re.compile(r"^(\d+)-(\d+)\.json$")
 _SESSION_METADATA_KEYS = (
     "selected_repository",
@@ -1027,6 +1322,11 @@ _SESSION_METADATA_KEYS = (
 
 
 def _looks_like_event(value: Any) -> bool:  # noqa: ANN401
+    if _is_sdk_event(value):  # V1: {"kind": "ActionEvent" | ..., "id", "timestamp", "source", ...}
+        kind = value["kind"]
+        return (
+            kind.endswith("Event") or kind.startswith("Condensation") or kind.endswith("Observation")
+        ) and ("id" in value and ("timestamp" in value or "source" in value))
     return (
         isinstance(value, dict)
         and ("action" in value or "observation" in value)
@@ -1036,7 +1336,18 @@ def _looks_like_event(value: Any) -> bool:  # noqa: ANN401
 
 def _event_file_number(path: Path) -> int | None:
     match = _EVENT_FILE.match(path.name)
-    return int(match.group(1)) if match else None
+    return int(match.group(1) or match.group(2)) if match else None
+
+
+def _is_base_state(value: Any) -> bool:  # noqa: ANN401
+    """Whether ``value`` is a V1 conversation's ``base_state.json`` (``ConversationState`` without events)."""
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("id"), str)
+        and isinstance(value.get("agent"), dict)
+        and any(k in value for k in ("execution_status", "persistence_dir", "stats"))
+        and "workspace" in value
+    )
 
 
 def _parse_json_file(path: Path) -> Any:  # noqa: ANN401
@@ -1080,14 +1391,17 @@ class OpenHandsEventStore(Adapter):
             try:
                 document = source.document
             except ValueError:
-                # A damaged event file of an event store (event_to_dict writes id, timestamp, source first):
-                # claimed, so that its read explains the damage.
+                # A damaged event file of an event store (event_to_dict writes id, timestamp, source first;
+                # the SDK writes a "kind"): claimed, so that its read explains the damage.
                 return (
                     _event_file_number(source.path) is not None
                     and source.path.parent.name == "events"
-                    and re.match(rb'\{\s*"id"\s*:\s*\d+\s*,\s*"(timestamp|source)"', head) is not None
+                    and (
+                        re.match(rb'\{\s*"id"\s*:\s*\d+\s*,\s*"(timestamp|source)"', head) is not None
+                        or (source.path.name.startswith("event-") and b'"kind"' in head)
+                    )
                 )
-            return _looks_like_event(document)
+            return _looks_like_event(document) or _is_base_state(document)
         if head.startswith(b"[") and source.is_json_document():
             try:
                 document = source.document
@@ -1120,6 +1434,8 @@ class OpenHandsEventStore(Adapter):
             return
         if isinstance(document, dict) and "conversation_id" in document and not _looks_like_event(document):
             return  # the session's metadata.json: read with the session's first event file
+        if _is_base_state(document) and not _looks_like_event(document):
+            return  # a V1 session's base_state.json: read with the session's first event file
         if isinstance(document, dict):
             try:
                 _valid_event(document, source.path.name)
@@ -1232,16 +1548,30 @@ class OpenHandsEventStore(Adapter):
         session_dir: Path,
         session_id: str,
     ) -> Bundle:
-        mapped = map_events([value for _, value in events], where=f"session {session_id}")
-        metadata: dict[str, Any] = {}
-        metadata_path = session_dir / "metadata.json"
-        if metadata_path.is_file():
-            try:
-                loaded = _parse_json_file(metadata_path)
-                metadata = loaded if isinstance(loaded, dict) else {}
-            except ValueError as exc:
-                notes["metadata.json"] = str(exc)
+        metadata: dict[str, Any] = {}  # V0: the conversation's metadata.json
+        base_state: dict[str, Any] = {}  # V1: the conversation's base_state.json
+        for name in ("metadata.json", "base_state.json"):
+            path = session_dir / name
+            if path.is_file() and not (name == "base_state.json" and path.resolve() == source.path.resolve()):
+                try:
+                    loaded = _parse_json_file(path)
+                except ValueError as exc:
+                    notes[name] = str(exc)
+                    continue
+                if name == "metadata.json":
+                    metadata = loaded if isinstance(loaded, dict) else {}
+                elif _is_base_state(loaded):
+                    base_state = loaded
+        usages = _base_state_usages(base_state)
+        mapped = map_events(
+            [value for _, value in events],
+            where=f"session {session_id}",
+            token_usages=[u for metrics in usages for u in (metrics.get("token_usages") or [])],
+        )
         model = metadata.get("llm_model") if isinstance(metadata.get("llm_model"), str) else None
+        llm = (base_state.get("agent") or {}).get("llm")
+        if model is None and isinstance(llm, dict) and isinstance(llm.get("model"), str):
+            model = llm["model"]
         model = model or (mapped.models[0] if mapped.models else None)
         system_args = next(
             ((s["extra"] or {}).get("args") or {} for s in mapped.steps if s["role"] == "system"), {}
@@ -1264,8 +1594,18 @@ class OpenHandsEventStore(Adapter):
             raise ValueError("no user message: the session has no task to attach to")
         task_id = task_id_for(HARNESS, _prompt_hash(prompt))
         tokens = None
+        cost = _float_or_none(metadata.get("accumulated_cost")) if metadata else None
         if isinstance(metadata.get("total_tokens"), int) and metadata["total_tokens"] > 0:
             tokens = metadata["total_tokens"]
+        elif usages:
+            totals = [m.get("accumulated_token_usage") or {} for m in usages]
+            counts = [count_or_none(t.get(k)) for t in totals for k in ("prompt_tokens", "completion_tokens")]
+            tokens = sum(c for c in counts if c is not None) if any(c is not None for c in counts) else None
+            costs = [_float_or_none(m.get("accumulated_cost")) for m in usages]
+            cost = sum(c for c in costs if c is not None) if any(c is not None for c in costs) else None
+        exit_status = _exit_status(None, mapped)
+        if exit_status is None and isinstance(base_state.get("execution_status"), str):
+            exit_status = base_state["execution_status"]
         trajectory = make_trajectory(
             run=run,
             task_id=task_id,
@@ -1275,10 +1615,10 @@ class OpenHandsEventStore(Adapter):
             source_sha256=source.sha256,
             # The session id tells sessions of one prompt apart (``attempt`` only feeds the id).
             attempt=int(content_sha256(session_id)[:12], 16),
-            exit_status=_exit_status(None, mapped),
+            exit_status=exit_status,
             n_steps=len(mapped.steps),
             tokens=tokens,
-            cost_usd=_float_or_none(metadata.get("accumulated_cost")) if metadata else None,
+            cost_usd=cost,
             started_at=mapped.started_at,
             ended_at=mapped.ended_at,
             extra={
@@ -1286,6 +1626,7 @@ class OpenHandsEventStore(Adapter):
                 "event_files": [name for name, _ in events],
                 "left_out": notes,
                 "conversation_metadata": metadata,
+                "base_state": base_state,
                 **_history_extra(mapped),
             },
         )
@@ -1307,6 +1648,15 @@ class OpenHandsEventStore(Adapter):
             ),
         )
         return bundle
+
+
+def _base_state_usages(base_state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ``Metrics`` of each LLM usage in a V1 ``base_state.json`` (``stats.usage_to_metrics``)."""
+    stats = base_state.get("stats")
+    per_usage = stats.get("usage_to_metrics") if isinstance(stats, dict) else None
+    if not isinstance(per_usage, dict):
+        return []
+    return [m for m in per_usage.values() if isinstance(m, dict)]
 
 
 def _dedupe_by_id(events: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
