@@ -9,10 +9,13 @@ from typing import Any
 import polars as pl
 
 from trajectory_lake import IngestReport, Lake
+from trajectory_lake.schema import KEYS
 
 # The tables an ingest fills with data (``ingests`` gets a row per ingest by design, and ``quarantine``
 # and ``rerank_events`` are not data).
 DATA_TABLES = ("runs", "tasks", "trajectories", "steps", "candidates", "outcomes")
+# Columns that differ between two ingests by design.
+_PER_INGEST = ("ingest_id", "ingested_at", "recorded_at")
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -24,6 +27,12 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 def table_state(lake: Lake, tables: tuple[str, ...] = DATA_TABLES) -> dict[str, tuple[int, int]]:
     """``table -> (latest version, row count)``."""
     return {table: (lake.version(table), lake.read(table).height) for table in tables}
+
+
+def comparable_rows(lake: Lake, table: str) -> pl.DataFrame:
+    """``table``'s rows without the per-ingest columns, sorted by key: equal for two ingests of the same input."""
+    frame = lake.read(table)
+    return frame.drop([c for c in _PER_INGEST if c in frame.columns]).sort(list(KEYS[table]))
 
 
 def unreconciled(report: IngestReport) -> dict[str, dict[str, int]]:

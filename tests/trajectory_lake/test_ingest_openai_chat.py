@@ -11,14 +11,16 @@ with a reason while the rest goes in; re-ingesting adds nothing. Expected values
 from __future__ import annotations
 
 import json
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
 
-from tests.trajectory_lake._helpers import table_state, unreconciled
+from tests.trajectory_lake._helpers import DATA_TABLES, comparable_rows, table_state, unreconciled
 from trajectory_lake import IngestReport, Lake, ingest
+from trajectory_lake.adapters import RunGroup, SourceFile, openai_chat
 
 FIRST = "openhands_litellm_completion_first_call.json"
 LAST = "openhands_litellm_completion_last_call.json"
@@ -263,3 +265,104 @@ class TestMalformedCalls:
         assert bad["locator"] == "line 1"
         assert message in bad["error"] and bad["error"].startswith("openai-chat:")
         assert lake.read("trajectories")["n_steps"].to_list() == [21]
+
+
+def _conversation(first: dict[str, Any], task: str, turns: int, *, session: str | None = None) -> list[dict[str, Any]]:
+    """One agent conversation of ``turns`` calls, each re-sending the whole conversation so far (as agents
+    do), built on the real first call's system prompt and tools; the last call ends with a text answer."""
+    system = first["messages"][0]
+    messages: list[dict[str, Any]] = [system, {"role": "user", "content": task}]
+    calls = []
+    for turn in range(turns):
+        last = turn == turns - 1
+        reply = (
+            {"role": "assistant", "content": f"Done with {task}."}
+            if last
+            else {"role": "assistant", "content": None, "tool_calls": [{
+                "id": f"call-{turn}", "type": "function",
+                "function": {"name": "execute_bash", "arguments": json.dumps({"command": f"step {turn} " + "x" * 400})},
+            }]}
+        )
+        record = {
+            "messages": list(messages),
+            "response": {
+                "id": f"chatcmpl-{task}-{turn}",
+                "model": "gpt-4o",
+                "choices": [{"index": 0, "finish_reason": "stop" if last else "tool_calls", "message": reply}],
+                "usage": {"prompt_tokens": 100 + turn, "completion_tokens": 10, "total_tokens": 110 + turn},
+            },
+            "kwargs": {"tools": first["kwargs"]["tools"]},
+            "args": [],
+            "timestamp": 1733339375.0 + turn,
+            "cost": 0.01,
+        }
+        if session:
+            record["metadata"] = {"session_id": session}
+        calls.append(record)
+        messages += [reply] if last else [reply, {"role": "tool", "tool_call_id": f"call-{turn}",
+                                                  "content": f"output {turn} " + "y" * 2000}]
+    return calls
+
+
+class TestLargeLogs:
+    """A log larger than ``_HOLD_BYTES`` is read in two passes: the first keeps each call's identity only,
+    the second re-reads one conversation's calls at a time. It gives the same rows as holding the calls."""
+
+    @pytest.fixture
+    def log(self, first, last, tmp_path) -> Path:
+        records = [first, last]
+        for index in range(6):
+            records += _conversation(first, f"task {index}", 4 + index, session=f"s-{index % 2}")
+        failed = json.loads(json.dumps(records[3]))
+        failed["response"] = {}
+        failed["error_str"] = "RateLimitError"
+        off_chain = json.loads(json.dumps(records[4]))
+        off_chain["messages"][-1]["content"] = "an output the longest call never saw"
+        records += [failed, off_chain, {"messages": [{"role": "user", "content": ""}], "response": first["response"]}]
+        lines = [json.dumps(r).encode() for r in records]
+        path = tmp_path / "proxy" / "calls.jsonl"
+        path.parent.mkdir()
+        # CRLF, a bare CR and a damaged line: offsets must still find every record again.
+        path.write_bytes(b"\r\n".join(lines[:5]) + b"\r" + b"\n".join([*lines[5:9], b'{"messages": [', *lines[9:]]) + b"\n")
+        return path
+
+    def test_streamed_and_held_reads_give_the_same_rows(self, log, tmp_path, monkeypatch):
+        held_lake, streamed_lake = Lake(tmp_path / "held"), Lake(tmp_path / "streamed")
+        held = ingest([log], held_lake)
+        monkeypatch.setattr(openai_chat, "_HOLD_BYTES", 0)
+        streamed = ingest([log], streamed_lake)
+
+        assert {t: vars(c) for t, c in streamed.counts.items()} == {t: vars(c) for t, c in held.counts.items()}
+        assert held.counts["trajectories"].written == 7 and unreconciled(streamed) == {}
+        for table in (*DATA_TABLES, "quarantine"):
+            assert comparable_rows(streamed_lake, table).equals(comparable_rows(held_lake, table)), table
+        quarantined = streamed_lake.read("quarantine").sort("locator")
+        assert quarantined["locator"].to_list() == ["line 10", "line 45"]
+        assert "invalid JSON" in quarantined["error"][0]
+        assert "no message text" in quarantined["error"][1]
+        # The conversation's quarantine row carries the record as it is in the file, re-read by offset.
+        assert json.loads(quarantined["raw"][1])["messages"] == [{"role": "user", "content": ""}]
+        extras = [json.loads(e) for e in streamed_lake.read("trajectories")["extra"]]
+        assert sum(len(e["failed_calls"]) for e in extras) == 1
+        assert sum(len(e["calls_off_chain"]) for e in extras) == 1
+
+    def test_a_streamed_log_holds_one_conversation_at_a_time(self, first, tmp_path, monkeypatch):
+        records = [c for index in range(24) for c in _conversation(first, f"task {index}", 12)]
+        path = _write_jsonl(tmp_path / "calls.jsonl", records)
+        adapter = openai_chat.OpenAIChatLog()
+
+        def peak(hold_bytes: int) -> tuple[int, int]:
+            monkeypatch.setattr(openai_chat, "_HOLD_BYTES", hold_bytes)
+            source = SourceFile(path)
+            assert source.sha256  # hashed first: hashing reads 8 MiB chunks, a fixed cost not under test
+            tracemalloc.start()
+            items = sum(1 for _ in adapter.read(source, RunGroup(key=tmp_path)))
+            _, top = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            return items, top
+
+        held_items, held_peak = peak(1 << 40)
+        streamed_items, streamed_peak = peak(0)
+        assert streamed_items == held_items == 24 * 13  # per conversation: its trajectory + 12 replies
+        # Held, the calls of all 24 conversations are in memory together; streamed, about one's.
+        assert streamed_peak < held_peak / 8, (streamed_peak, held_peak)

@@ -9,17 +9,8 @@ import pytest
 
 from trajectory_lake import Lake, ingest
 from trajectory_lake.adapters import SourceFile
-from trajectory_lake.schema import KEYS
 
-from ._helpers import DATA_TABLES, unreconciled
-
-# Columns that differ between two ingests by design.
-_PER_INGEST = ("ingest_id", "ingested_at", "recorded_at")
-
-
-def _rows(lake: Lake, table: str) -> pl.DataFrame:
-    frame = lake.read(table)
-    return frame.drop([c for c in _PER_INGEST if c in frame.columns]).sort(list(KEYS[table]))
+from ._helpers import DATA_TABLES, comparable_rows, unreconciled
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +35,7 @@ def test_parallel_readers_write_the_same_rows_as_one_process(corpus, tmp_path):
     assert parallel.sources == serial.sources
     assert parallel.counts["steps"].written > 1000 and parallel.total("quarantined") >= 3
     for table in (*DATA_TABLES, "quarantine"):
-        assert _rows(parallel_lake, table).equals(_rows(serial_lake, table)), table
+        assert comparable_rows(parallel_lake, table).equals(comparable_rows(serial_lake, table)), table
 
     # And a second parallel ingest of the same input adds nothing.
     again = ingest([*corpus, junk.parent], parallel_lake, workers=2, parallel_min_bytes=0)
@@ -73,7 +64,7 @@ def test_a_large_jsonl_file_read_in_parts_gives_the_same_rows_and_locators(corpu
     assert {t: vars(c) for t, c in parts.counts.items()} == {t: vars(c) for t, c in whole.counts.items()}
     assert (parts.warnings, parts.sources) == (whole.warnings, whole.sources)
     for table in (*DATA_TABLES, "quarantine"):
-        assert _rows(parts_lake, table).equals(_rows(whole_lake, table)), table
+        assert comparable_rows(parts_lake, table).equals(comparable_rows(whole_lake, table)), table
     locators = parts_lake.read("quarantine").filter(pl.col("source_uri") == big.as_uri())["locator"].sort()
     assert locators.to_list() == ["line 151", "line 152"]  # 1-based, after 100 CRLF lines and one bare CR
 
@@ -103,7 +94,7 @@ def test_commit_bytes_bounds_a_commit_and_writes_the_same_rows(corpus, tmp_path)
 
     assert {t: vars(c) for t, c in chunked.counts.items()} == {t: vars(c) for t, c in once.counts.items()}
     for table in (*DATA_TABLES, "quarantine"):
-        assert _rows(chunked_lake, table).equals(_rows(once_lake, table)), table
+        assert comparable_rows(chunked_lake, table).equals(comparable_rows(once_lake, table)), table
     history = [c for c in chunked_lake.history("steps") if c.get("harvest.ingest_id") == chunked.ingest_id]
     assert len(history) > 3  # several commits of this one ingest, each with its id
     assert len([c for c in once_lake.history("steps") if c.get("harvest.ingest_id") == once.ingest_id]) == 1

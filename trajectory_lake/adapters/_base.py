@@ -154,6 +154,26 @@ class SourceFile:
         if self._data is not None:
             yield from self._data.splitlines()
             return
+        for _, line in self._physical_lines():
+            yield from line.splitlines() or [b""]
+
+    def line_offsets(self) -> Iterator[tuple[int, bytes]]:
+        """``(offset, raw)`` for each line of :meth:`lines`: where it starts within the file or part, so
+        :meth:`read_at` can fetch it again later without holding it (``raw`` has no line break)."""
+        physical = [(0, self._data)] if self._data is not None else self._physical_lines()
+        for offset, chunk in physical:
+            for piece in chunk.splitlines(keepends=True):  # each piece ends in at most one line break
+                yield offset, piece.rstrip(b"\r\n")
+                offset += len(piece)
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        """``length`` bytes from ``offset`` within the file or part (e.g. a line :meth:`line_offsets` gave)."""
+        if self._data is not None:
+            return self._data[offset : offset + length]
+        return self._read(offset, length)
+
+    def _physical_lines(self) -> Iterator[tuple[int, bytes]]:
+        """``(offset, bytes)`` of each ``\\n``-ended chunk of the file or part, read lazily from disk."""
         start, end = self.span if self.span is not None else (0, None)
         with self.path.open("rb") as handle:
             handle.seek(start)
@@ -161,10 +181,11 @@ class SourceFile:
             for line in handle:
                 if end is not None and position >= end:
                     return
+                offset = position - start
                 position += len(line)
                 if end is not None and position > end:  # a part ends on a line break; never read past it
                     line = line[: len(line) - (position - end)]
-                yield from line.splitlines() or [b""]
+                yield offset, line
 
     def first_json_lines(self, limit: int = 5, *, max_lines: int = 50) -> list[Any]:
         """Up to ``limit`` JSON values from the first ``max_lines`` lines that parse (for sniffing JSONL).
@@ -288,7 +309,12 @@ class Adapter(ABC):
 
     def iter_json_lines(self, source: SourceFile) -> Iterator[tuple[int, bytes, Any] | Quarantined]:
         """``(line_number, raw, value)`` for each non-blank line; malformed lines come back quarantined."""
-        for number, raw in enumerate(source.lines(), start=source.first_line):
+        for item in self.iter_json_line_offsets(source):
+            yield item if isinstance(item, Quarantined) else item[:3]
+
+    def iter_json_line_offsets(self, source: SourceFile) -> Iterator[tuple[int, bytes, Any, int] | Quarantined]:
+        """:meth:`iter_json_lines` with each line's offset (for :meth:`SourceFile.read_at`) as a fourth item."""
+        for number, (offset, raw) in enumerate(source.line_offsets(), start=source.first_line):
             if not raw.strip():
                 continue
             try:
@@ -299,7 +325,7 @@ class Adapter(ABC):
             except (ValueError, RecursionError) as exc:  # JSONDecodeError, over-long integers, deep nesting
                 yield self.quarantine(f"line {number}", f"invalid JSON: {_brief(exc)}", raw)
                 continue
-            yield number, raw, value
+            yield number, raw, value, offset
 
 
 def _parsed(lines: Iterable[bytes]) -> Iterator[Any]:

@@ -29,14 +29,22 @@ re-sent in a later request. The trajectory row of the longest call wins; its ``t
 ``started_at`` are set only when that file holds every call of the conversation (the per-call numbers
 are always on the produced steps). Two trials whose conversations agree up to the first assistant reply
 and diverge later cannot be told apart without a session id.
+
+Memory: a log re-sends each conversation on every call, so holding its calls costs far more than the
+file. Reading is two passes: the first parses every call but keeps only its identity (conversation
+key, request length, digests of its normalised messages and response, time, error, where it is in the
+file); the second re-reads, one conversation at a time, only the calls its trajectory is built from
+(the longest call and the calls that produced its replies). A large JSONL log is therefore streamed,
+never held whole; a file under ``_HOLD_BYTES`` keeps its parsed calls between the passes instead.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -93,6 +101,8 @@ _RECORD_KEYS = frozenset(
     }
 )
 _SESSION_KEYS = ("session_id", "litellm_session_id", "conversation_id", "thread_id")
+# Files up to this size keep their parsed calls between the two passes; larger ones are re-read.
+_HOLD_BYTES = 32 << 20
 _SWE_TOOL = re.compile(
     r"bash|shell|terminal|str_replace|editor|edit_file|execute_command|run_command|apply_patch", re.I
 )
@@ -134,6 +144,54 @@ class _Call:
         else:
             opening = [*self.norm, "<no response>"]
         return content_sha256(canonical_json([self.session_id, opening]))
+
+
+# Where a call's record is in its source: an index into the JSON document, or a line's (offset, length).
+_Where = int | tuple[int, int]
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What the first pass keeps of one call: enough to group calls and chain them, not their messages."""
+
+    locator: str
+    where: _Where
+    key: str  # the conversation identity (``_Call.key``)
+    n_messages: int
+    request: bytes  # digest of the request's normalised messages (``_digests``)
+    answer: bytes | None  # digest of the normalised response, ``None`` without one
+    ended_at: datetime | None
+    error: str | None
+
+    @classmethod
+    def of(cls, call: _Call, where: _Where) -> _Seen:
+        answer = call.norm_response
+        return cls(
+            locator=call.locator,
+            where=where,
+            key=call.key(),
+            n_messages=len(call.messages),
+            request=_digests(call.norm)[-1],
+            answer=None if answer is None else _digests([answer])[-1],
+            ended_at=call.ended_at,
+            error=call.error,
+        )
+
+    @property
+    def order(self) -> float:
+        return self.ended_at.timestamp() if self.ended_at else 0.0
+
+
+def _digests(norms: list[str]) -> list[bytes]:
+    """Digests of every prefix of ``norms``: ``[d(norms[:0]), d(norms[:1]), ..., d(norms)]``."""
+    digest = hashlib.blake2b(digest_size=16)
+    out = [digest.digest()]
+    for norm in norms:
+        encoded = norm.encode("utf-8", "surrogatepass")
+        digest.update(len(encoded).to_bytes(8, "little"))
+        digest.update(encoded)
+        out.append(digest.digest())
+    return out
 
 
 def _float_or_none(value: Any) -> float | None:  # noqa: ANN401
@@ -379,60 +437,86 @@ class OpenAIChatLog(Adapter):
         )
 
     def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
-        calls: list[tuple[_Call, bytes]] = []
-        for locator, raw, record in self._records(source):
+        # First pass: every call parsed, kept as its identity (and whole, for a small file).
+        hold = source.size <= _HOLD_BYTES
+        held: dict[str, _Call] = {}
+        conversations: dict[str, list[_Seen]] = {}
+        for locator, raw, record, where in self._records(source):
             if isinstance(record, Quarantined):
                 yield record
                 continue
             try:
                 call = _parse_call(record, locator)
-                call.source_name = source.path.name
-                calls.append((call, raw))
             except (ValueError, TypeError, AttributeError) as exc:
                 yield self.quarantine(locator, str(exc), raw)
-        conversations: dict[str, list[_Call]] = {}
-        for call, _ in calls:
-            conversations.setdefault(call.key(), []).append(call)
+                continue
+            seen = _Seen.of(call, where)
+            conversations.setdefault(seen.key, []).append(seen)
+            if hold:
+                call.source_name = source.path.name
+                held[locator] = call
+
+        def fetch(seen: _Seen) -> _Call:
+            """The whole call ``seen`` was taken from (re-read and re-parsed unless held)."""
+            if seen.locator in held:
+                return held[seen.locator]
+            call = _parse_call(self._record_at(source, seen.where)[1], seen.locator)
+            call.source_name = source.path.name
+            return call
+
+        # Second pass: one conversation at a time, from its longest call and the calls that produced it.
         for key, members in conversations.items():
-            leaf = max(
-                members,
-                key=lambda c: (
-                    len(c.messages),
-                    c.response is not None,
-                    c.ended_at.timestamp() if c.ended_at else 0.0,
-                ),
-            )
-            raw = next(r for c, r in calls if c is leaf)
+            leaf_seen = max(members, key=lambda c: (c.n_messages, c.answer is not None, c.order))
+            leaf = fetch(leaf_seen)
             try:
-                bundles = list(self._bundles(source, group, key, leaf, members))
+                bundles = list(self._bundles(source, group, key, leaf, leaf_seen, members, fetch))
             except (ValueError, TypeError, AttributeError) as exc:
-                yield self.quarantine(leaf.locator, str(exc), raw)
+                yield self.quarantine(leaf.locator, str(exc), self._record_at(source, leaf_seen.where)[0])
                 continue
             yield from bundles
 
-    def _records(self, source: SourceFile) -> Iterator[tuple[str, bytes, Any]]:
+    def _records(self, source: SourceFile) -> Iterator[tuple[str, bytes, Any, _Where]]:
+        """``(locator, raw, record, where)`` per call record; a malformed one comes as a ``Quarantined`` record."""
         if source.is_json_document():
             try:
                 document = source.document
             except ValueError as exc:
-                yield "$", source.data, self.quarantine("$", str(exc), source.data)
+                yield "$", source.data, self.quarantine("$", str(exc), source.data), -1
                 return
             if isinstance(document, list):
-                for index, value in enumerate(document):
-                    raw = json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
-                    yield f"$[{index}]", raw, value
+                for index in range(len(document)):
+                    raw, value = self._record_at(source, index)
+                    yield f"$[{index}]", raw, value, index
             else:
-                yield "$", source.data, document
+                yield "$", source.data, document, -1
             return
-        for item in self.iter_json_lines(source):
+        for item in self.iter_json_line_offsets(source):
             if isinstance(item, Quarantined):
-                yield item.locator, item.raw, item
+                yield item.locator, item.raw, item, -1
             else:
-                number, raw, value = item
-                yield f"line {number}", raw, value
+                number, raw, value, offset = item
+                yield f"line {number}", raw, value, (offset, len(raw))
+
+    @staticmethod
+    def _record_at(source: SourceFile, where: _Where) -> tuple[bytes, Any]:
+        """``(raw, record)`` of the call record at ``where`` (``-1``: the whole document)."""
+        if isinstance(where, tuple):
+            raw = source.read_at(*where)
+            return raw, loads(raw)
+        if where < 0:
+            return source.data, source.document
+        value = source.document[where]
+        return json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"), value
 
     def _bundles(
-        self, source: SourceFile, group: RunGroup, key: str, leaf: _Call, members: list[_Call]
+        self,
+        source: SourceFile,
+        group: RunGroup,
+        key: str,
+        leaf: _Call,
+        leaf_seen: _Seen,
+        members: list[_Seen],
+        fetch: Callable[[_Seen], _Call],
     ) -> Iterator[Bundle]:
         harness = leaf.harness
         run = make_run(name=group.run_name, harness=harness, model=leaf.model)
@@ -451,35 +535,40 @@ class OpenAIChatLog(Adapter):
 
         # Which call produced which step: the leaf its response; an earlier call of the chain its response
         # at the index where its request ended (preferring the one the leaf's request repeats verbatim).
-        producers: dict[int, _Call] = {}
+        # Calls are compared by digests of their normalised messages (``_Seen``).
+        prefixes = _digests(steps_norm)
+        steps = [_digests([norm])[-1] for norm in steps_norm]
+        producers: dict[int, _Seen] = {}
         off_chain, failed = [], []
-        for call in sorted(members, key=lambda c: c.ended_at.timestamp() if c.ended_at else 0.0):
-            n = len(call.messages)
-            if call.norm != steps_norm[:n]:
+        for call in sorted(members, key=lambda c: c.order):
+            n = call.n_messages
+            if n > len(steps_norm) or call.request != prefixes[n]:
                 off_chain.append(call.locator)
                 continue
-            if call.response is None or n >= len(steps_norm):
-                if call is not leaf and call.response is None:
+            if call.answer is None or n >= len(steps_norm):
+                if call is not leaf_seen and call.answer is None:
                     failed.append({"call": call.locator, "error": call.error})
                 continue
             current = producers.get(n)
-            if (
-                current is None
-                or current.norm_response != steps_norm[n]
-                or call.norm_response == steps_norm[n]
-            ):
+            if current is None or current.answer != steps[n] or call.answer == steps[n]:
                 producers[n] = call
         if leaf.response is not None:
-            producers[len(leaf.messages)] = leaf
-        chosen = {id(c) for c in producers.values()}
+            producers[len(leaf.messages)] = leaf_seen
+        chosen = {c.locator for c in producers.values()}
         superseded = [
             c.locator
             for c in members
-            if c.response is not None and id(c) not in chosen and c.locator not in off_chain
+            if c.answer is not None and c.locator not in chosen and c.locator not in off_chain
         ]
         assistant_indexes = [i for i, m in enumerate(leaf.messages) if m.get("role") == "assistant"]
         complete = all(i in producers for i in assistant_indexes)
-        chain = [producers[i] for i in sorted(producers)]
+        # The replies' calls, without their requests (the leaf's holds the conversation): one conversation's
+        # calls together hold its messages once per call.
+        produced = {
+            i: leaf if producers[i] is leaf_seen else replace(fetch(producers[i]), messages=[], norm=[], tools=None)
+            for i in sorted(producers)
+        }
+        chain = list(produced.values())
         usages = [c.usage for c in chain if c.usage]
         costs = [c.cost for c in chain if c.cost is not None]
         tokens = None
@@ -529,17 +618,16 @@ class OpenAIChatLog(Adapter):
             if index not in producers:
                 bundle.add("steps", self._step(trajectory, index, message, None))
         yield bundle
-        for index in sorted(producers):
-            call = producers[index]
-            produced = Bundle(locator=call.locator, priority=_PRODUCED_PRIORITY)
+        for index, call in produced.items():
+            reply = Bundle(locator=call.locator, priority=_PRODUCED_PRIORITY)
             step = self._step(trajectory, index, call.response, call)  # type: ignore[arg-type]
-            produced.add("steps", step)
+            reply.add("steps", step)
             if not step["tool_calls"] and step["content"]:
-                produced.add(
+                reply.add(
                     "candidates",
                     make_candidate(trajectory, kind="answer", content=step["content"], step_index=index),
                 )
-            yield produced
+            yield reply
 
     def _step(
         self, trajectory: dict[str, Any], index: int, message: dict[str, Any], call: _Call | None
