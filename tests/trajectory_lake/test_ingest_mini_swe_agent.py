@@ -268,3 +268,142 @@ class TestTaskRowsDoNotDependOnIngestOrder:
         assert lake.read("tasks").height == 210
         again = ingest([shared_data / "swebench-lite" / "tasks.jsonl"], lake)
         assert again.counts["tasks"].written == 0
+
+
+# --------------------------------------------------------------------------------------------------
+# Variants built inline in upstream's documented shapes (mini-swe-agent v2 ``models/litellm_response_*``
+# + ``models/utils/actions_toolcall_response.py``; ``agents/default.py``; ``docs/usage/output_files.md``)
+# --------------------------------------------------------------------------------------------------
+
+PATCH = "diff --git a/app.py b/app.py\n--- a/app.py\n+++ b/app.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+
+
+def _responses_traj(instance_id: str = "django__django-11099") -> dict[str, Any]:
+    """A v2 run of ``LitellmResponseToolcallModel``: the model's turns are whole Responses API objects."""
+    response = {
+        "id": "resp_0a1",
+        "object": "response",
+        "created_at": 1760000000,
+        "model": "gpt-5-2025-08-07",
+        "status": "completed",
+        "output": [
+            {
+                "id": "rs_1",
+                "type": "reasoning",
+                "summary": [{"type": "summary_text", "text": "Look for the validator first."}],
+                "encrypted_content": "gAAAA...",
+            },
+            {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": "Searching.", "annotations": []}],
+            },
+            {
+                "id": "fc_1",
+                "type": "function_call",
+                "call_id": "call_abc",
+                "name": "bash",
+                "arguments": '{"command": "grep -rn UsernameValidator ."}',
+                "status": "completed",
+            },
+        ],
+        "usage": {"input_tokens": 1200, "output_tokens": 85, "total_tokens": 1285},
+        "extra": {
+            "actions": [{"command": "grep -rn UsernameValidator .", "tool_call_id": "call_abc"}],
+            "cost": 0.004,
+            "timestamp": 1760000001.5,
+        },
+    }
+    return {
+        "info": {
+            "model_stats": {"instance_cost": 0.004, "api_calls": 1},
+            "config": {
+                "model": {"model_name": "openai/gpt-5"},
+                "model_type": "minisweagent.models.litellm_response_toolcall_model."
+                "LitellmResponseToolcallModel",
+            },
+            "mini_version": "2.1.0",
+            "exit_status": "Submitted",
+            "submission": PATCH,
+        },
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {
+                "role": "user",
+                "content": "<pr_description>\nConsider the following PR description:\nFix the validator\n"
+                "</pr_description>",
+            },
+            response,
+            {
+                "type": "function_call_output",
+                "call_id": "call_abc",
+                "output": "<returncode>1</returncode>\n<output>\n</output>",
+                "extra": {"raw_output": "", "returncode": 1, "timestamp": 1760000002.0},
+            },
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "No tool calls found in the response."}],
+                "extra": {"interrupt_type": "FormatError"},
+            },
+            {"role": "exit", "content": PATCH, "extra": {"exit_status": "Submitted", "submission": PATCH}},
+        ],
+        "trajectory_format": "mini-swe-agent-1.1",
+        "instance_id": instance_id,
+    }
+
+
+def _ingest_document(tmp_path: Path, name: str, document: dict[str, Any]) -> tuple[Lake, IngestReport]:
+    path = tmp_path / "run" / name
+    path.parent.mkdir()
+    path.write_text(json.dumps(document), encoding="utf-8")
+    lake = Lake(tmp_path / "lake")
+    return lake, ingest([path], lake)
+
+
+class TestMiniSweAgentVariants:
+    def test_responses_api_items_become_the_same_steps_as_chat_messages(self, tmp_path):
+        lake, report = _ingest_document(tmp_path, "django__django-11099.traj.json", _responses_traj())
+        assert list(report.sources.values()) == ["mini-swe-agent"]
+        assert report.total("quarantined") == 0
+        steps = _steps(lake, "django__django-11099")
+        assert steps["role"].to_list() == ["system", "user", "assistant", "tool", "user", "exit"]
+        turn = steps.row(2, named=True)
+        assert turn["tool_calls"] == [
+            {"id": "call_abc", "name": "bash", "arguments": '{"command": "grep -rn UsernameValidator ."}'}
+        ]
+        assert (turn["content"], turn["reasoning"], turn["tokens"]) == (
+            "Searching.",
+            "Look for the validator first.",
+            85,
+        )
+        assert json.loads(turn["extra"])["output"][0]["encrypted_content"] == "gAAAA..."
+        result = steps.row(3, named=True)
+        assert (result["tool_call_id"], result["is_error"]) == ("call_abc", True)
+        assert result["content"].startswith("<returncode>1</returncode>")
+        assert steps["content"][4] == "No tool calls found in the response."
+        assert _candidate(lake, "django__django-11099")["content"] == PATCH
+        trajectory = _trajectory(lake, "django__django-11099")
+        assert (trajectory["tokens"], trajectory["model"]) == (85, "openai/gpt-5")
+
+    def test_a_task_that_is_not_a_swe_bench_instance_is_identified_by_its_prompt(self, tmp_path):
+        document = _responses_traj()
+        del document["instance_id"]
+        lake, report = _ingest_document(tmp_path, "last_mini_run.traj.json", document)
+        assert report.total("quarantined") == 0
+        (task,) = lake.read("tasks").to_dicts()
+        assert task["task_id"].startswith("mini-swe-agent/") and not task["task_id"].startswith("swe-bench/")
+        assert task["prompt"] == "Fix the validator"
+        assert lake.read("trajectories")["task_id"].to_list() == [task["task_id"]]
+
+    def test_text_parts_of_a_chat_message_are_read_as_its_text(self, tmp_path):
+        document = _responses_traj()
+        document["messages"][1]["content"] = [
+            {"type": "text", "text": "<pr_description>\nFix the validator\n</pr_description>"}
+        ]
+        lake, _ = _ingest_document(tmp_path, "django__django-11099.traj.json", document)
+        (task,) = lake.read("tasks").to_dicts()
+        assert task["prompt"] == "Fix the validator"
+        assert _steps(lake, "django__django-11099")["content"][1].startswith("<pr_description>")

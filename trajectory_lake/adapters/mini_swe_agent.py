@@ -12,7 +12,23 @@ mini-swe-agent-1.1`` and the older v1 layout without that key)::
 Text-mode models put the command in the content (``extra.actions``) and observations come back as
 ``user`` messages; tool-calling models use ``tool_calls`` and ``role: "tool"`` observations. Both map
 to the same step rows; the submission becomes the ``patch`` candidate, labelled from the run's
-``report.json`` files.
+``report.json`` files. v2 ends a run with a ``role: "exit"`` message carrying the submission (kept as
+a step of that role).
+
+Models that call the OpenAI Responses API (mini-swe-agent v2 ``LitellmResponseModel`` /
+``LitellmResponseToolcallModel``, ``models/utils/actions_toolcall_response.py``) store items of that API
+instead of chat messages: the model's turn is the whole response object ``{"object": "response", "id",
+"model", "output": [{"type": "reasoning", "summary"}, {"type": "message", "role": "assistant", "content":
+[{"type": "output_text", "text"}]}, {"type": "function_call", "call_id", "name", "arguments"}], "usage":
+{"input_tokens", "output_tokens"}, "extra"}``, an observation is ``{"type": "function_call_output",
+"call_id", "output", "extra"}`` and a format error ``{"type": "message", "role": "user", "content":
+[{"type": "input_text", "text"}]}``. They map to the same rows: one ``assistant`` step per response
+(output text, reasoning summary, function calls, ``output_tokens``), one ``tool`` step per output; the
+output items' remaining fields stay in the step's ``extra``.
+
+The task is the SWE-bench instance when ``instance_id`` (else the file name) is one; any other task
+(``mini`` on a local repository, other benchmarks) is identified by the harness and a hash of its
+prompt, as the lake does for every harness.
 """
 
 from __future__ import annotations
@@ -23,7 +39,7 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile
-from trajectory_lake.adapters.swebench import FAMILY
+from trajectory_lake.adapters._harness_common import resolve_task_id
 from trajectory_lake.records import (
     Bundle,
     Quarantined,
@@ -35,12 +51,13 @@ from trajectory_lake.records import (
     make_task,
     make_trajectory,
     normalise_tool_calls,
-    task_id_for,
 )
 
 __all__ = ["MiniSweAgentTrajectory"]
 
-_PR_DESCRIPTION = re.compile(r"<pr_description>\s*(?:Consider the following PR description:\s*)?(.*?)</pr_description>", re.S)
+_PR_DESCRIPTION = re.compile(
+    r"<pr_description>\s*(?:Consider the following PR description:\s*)?(.*?)</pr_description>", re.S
+)
 _MAPPED_KEYS = {"role", "content", "tool_calls", "tool_call_id", "reasoning_content"}
 
 
@@ -99,6 +116,10 @@ class MiniSweAgentTrajectory(Adapter):
         if not isinstance(info, dict) or not isinstance(messages, list):
             raise ValueError("expected 'info' (object) and 'messages' (array)")
         instance_id = document.get("instance_id") or source.path.name.split(".traj")[0]
+        if not isinstance(instance_id, str):
+            raise ValueError(f"'instance_id' must be a string, got {type(instance_id).__name__}")
+        task_prompt = _task_prompt(messages)
+        task_id = resolve_task_id(harness=self.name, instance_id=instance_id, prompt=task_prompt)
         hints = self.hints(source)
         run = make_run(
             name=group.run_name,
@@ -111,7 +132,7 @@ class MiniSweAgentTrajectory(Adapter):
         stats = info.get("model_stats") or {}
         trajectory = make_trajectory(
             run=run,
-            task_id=task_id_for(FAMILY, instance_id),
+            task_id=task_id,
             domain="swe",
             source_format=f"{self.name}:{document.get('trajectory_format', 'v1')}",
             source_uri=source.uri,
@@ -133,13 +154,16 @@ class MiniSweAgentTrajectory(Adapter):
         bundle.add("runs", run)
         bundle.add("trajectories", trajectory)
         bundle.extend("steps", steps)
-        task_prompt = _task_prompt(messages)
         if task_prompt:
             bundle.add(
                 "tasks",
                 make_task(
-                    task_id=trajectory["task_id"], domain="swe", benchmark=None, instance_id=instance_id,
-                    prompt=task_prompt, source_uri=source.uri,
+                    task_id=trajectory["task_id"],
+                    domain="swe",
+                    benchmark=None,
+                    instance_id=instance_id,
+                    prompt=task_prompt,
+                    source_uri=source.uri,
                 ),
             )
         submission = info.get("submission")
@@ -147,19 +171,29 @@ class MiniSweAgentTrajectory(Adapter):
             candidate = make_candidate(trajectory, kind="patch", content=submission)
             bundle.add("candidates", candidate)
             for name, value in group.label(instance_id).items():
-                bundle.add("outcomes", make_outcome(candidate, name=name, value=value, source="harness",
-                                                    evaluator="swe-bench"))
+                bundle.add(
+                    "outcomes",
+                    make_outcome(candidate, name=name, value=value, source="harness", evaluator="swe-bench"),
+                )
         return bundle
 
     def _step(self, trajectory: dict[str, Any], index: int, message: Any) -> dict[str, Any]:  # noqa: ANN401
         if not isinstance(message, dict):
             raise ValueError(f"messages[{index}] must be an object, got {type(message).__name__}")
+        if message.get("object") == "response" or (
+            "role" not in message and isinstance(message.get("type"), str)
+        ):
+            return make_step(trajectory, index, **_responses_item(message, f"messages[{index}]"))
         extra = message.get("extra") if isinstance(message.get("extra"), dict) else {}
         tool_calls = normalise_tool_calls(message.get("tool_calls"))
         if tool_calls is None and extra.get("actions"):
             # Text-mode models: the parsed shell commands are the step's tool calls.
             tool_calls = [
-                {"id": a.get("tool_call_id"), "name": "bash", "arguments": json.dumps({"command": a.get("command")})}
+                {
+                    "id": a.get("tool_call_id"),
+                    "name": "bash",
+                    "arguments": json.dumps({"command": a.get("command")}),
+                }
                 for a in extra["actions"]
                 if isinstance(a, dict)
             ] or None
@@ -167,13 +201,15 @@ class MiniSweAgentTrajectory(Adapter):
         reasoning = message.get("reasoning_content")
         if reasoning is None:
             reasoning = _response_reasoning(extra.get("response"))
-        usage = (extra.get("response") or {}).get("usage") if isinstance(extra.get("response"), dict) else None
+        usage = (
+            (extra.get("response") or {}).get("usage") if isinstance(extra.get("response"), dict) else None
+        )
         leftovers = {k: v for k, v in message.items() if k not in _MAPPED_KEYS}
         return make_step(
             trajectory,
             index,
             role=message.get("role"),
-            content=message.get("content"),
+            content=_text(message.get("content")),
             reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
             tool_calls=tool_calls,
             tool_call_id=message.get("tool_call_id") or extra.get("tool_call_id"),
@@ -206,7 +242,134 @@ def _response_reasoning(response: Any) -> str | None:  # noqa: ANN401
 def _task_prompt(messages: list[Any]) -> str | None:
     """The task text: the PR description inside the first user message, else that whole message."""
     for message in messages:
-        if isinstance(message, dict) and message.get("role") == "user" and isinstance(message.get("content"), str):
-            match = _PR_DESCRIPTION.search(message["content"])
-            return (match.group(1) if match else message["content"]).strip()
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        content = _text(message.get("content"))
+        if isinstance(content, str):
+            match = _PR_DESCRIPTION.search(content)
+            return (match.group(1) if match else content).strip()
+        if isinstance(content, list):  # multimodal: the text parts
+            return "\n".join(
+                p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+            )
     return None
+
+
+_TEXT_PARTS = ("text", "input_text", "output_text")
+
+
+def _text(content: Any) -> Any:  # noqa: ANN401 - text or content parts
+    """Content as text when it is text or a list of text parts (chat ``text``, Responses ``input_text`` /
+    ``output_text``); other content (images) is returned as is, for ``make_step`` to keep as JSON."""
+    if (
+        isinstance(content, list)
+        and content
+        and all(
+            isinstance(p, dict) and p.get("type") in _TEXT_PARTS and isinstance(p.get("text"), str)
+            for p in content
+        )
+        and all(set(p) <= {"type", "text", "annotations", "cache_control", "logprobs"} for p in content)
+        and not any(p.get("annotations") or p.get("logprobs") for p in content)
+    ):
+        return "\n".join(p["text"] for p in content)
+    return content
+
+
+def _count(value: Any) -> int | None:  # noqa: ANN401
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _arguments(value: Any) -> str | None:  # noqa: ANN401
+    return value if value is None or isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _responses_item(item: dict[str, Any], where: str) -> dict[str, Any]:
+    """``make_step`` arguments of one stored OpenAI Responses API item: the model's whole response
+    (``object: "response"``), a ``function_call_output``, or a lone ``message`` / ``function_call`` /
+    ``reasoning`` item."""
+    meta = item.get("extra") if isinstance(item.get("extra"), dict) else {}
+    timestamp = as_timestamp(meta.get("timestamp"))
+    if item.get("object") == "response":
+        output = item.get("output")
+        if not isinstance(output, list):
+            raise ValueError(f"{where}.output must be a list of output items, got {type(output).__name__}")
+        texts: list[str] = []
+        reasoning: list[str] = []
+        calls: list[dict[str, str | None]] = []
+        rest: list[Any] = []
+        for part in output:
+            if not isinstance(part, dict):
+                raise ValueError(f"{where}.output items must be objects, got {type(part).__name__}")
+            step = _responses_item(part, where)
+            if part.get("type") == "message" and isinstance(step["content"], str):
+                texts.append(step["content"])
+            elif part.get("type") == "message" and step["content"] is not None:
+                step["extra"]["content"] = step["content"]  # not text (an image, a refusal): kept as it is
+            if step.get("reasoning"):
+                reasoning.append(step["reasoning"])
+            calls.extend(step.get("tool_calls") or [])
+            rest.append(step["extra"])
+        usage = item.get("usage") if isinstance(item.get("usage"), dict) else {}
+        return {
+            "role": "assistant",
+            "content": "\n\n".join(texts) or None,
+            "reasoning": "\n\n".join(reasoning) or None,
+            "tool_calls": calls or None,
+            "tokens": _count(usage.get("output_tokens", usage.get("completion_tokens"))),
+            "timestamp": timestamp,
+            "extra": {**{k: v for k, v in item.items() if k != "output"}, "output": rest},
+        }
+    kind = item.get("type")
+    if kind in ("function_call_output", "custom_tool_call_output"):
+        returncode = meta.get("returncode")
+        return {
+            "role": "tool",
+            "content": _text(item.get("output")),
+            "tool_call_id": item.get("call_id"),
+            "is_error": (returncode != 0) if isinstance(returncode, int) else None,
+            "timestamp": timestamp,
+            "extra": {k: v for k, v in item.items() if k not in ("output", "call_id")},
+        }
+    if kind in ("function_call", "custom_tool_call"):
+        call = {
+            "id": item.get("call_id") or item.get("id"),
+            "name": item.get("name"),
+            "arguments": _arguments(item.get("arguments", item.get("input"))),
+        }
+        unmapped = {k: v for k, v in item.items() if k not in ("call_id", "name", "arguments", "input")}
+        return {
+            "role": "assistant",
+            "content": None,
+            "reasoning": None,
+            "tool_calls": [call],
+            "extra": unmapped,
+        }
+    if kind == "reasoning":
+        texts = [
+            p["text"]
+            for key in ("summary", "content")
+            for p in (item.get(key) or [])
+            if isinstance(p, dict) and isinstance(p.get("text"), str)
+        ]
+        unmapped = {k: v for k, v in item.items() if k not in ("summary", "content") or not texts}
+        return {
+            "role": "assistant",
+            "content": None,
+            "reasoning": "\n\n".join(texts) or None,
+            "tool_calls": None,
+            "timestamp": timestamp,
+            "extra": unmapped,
+        }
+    role = item.get("role") if isinstance(item.get("role"), str) and item.get("role") else "assistant"
+    content = _text(item.get("content"))
+    unmapped = {k: v for k, v in item.items() if k not in ("role", "content")}
+    if kind != "message":  # an item type this adapter does not know: kept whole
+        content, unmapped = None, dict(item)
+    return {
+        "role": role,
+        "content": content,
+        "reasoning": None,
+        "tool_calls": None,
+        "timestamp": timestamp,
+        "extra": unmapped,
+    }
