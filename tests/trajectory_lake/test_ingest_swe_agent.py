@@ -220,6 +220,35 @@ class TestSweAgentTrajectories:
         assert steps.row(1, named=True)["content"] == entries[0]["observation"]
         assert _extra(first)["state"] == entries[0]["state"]
 
+    def test_text_parts_left_by_the_cache_control_processor_are_read_as_text(self, trajs, tmp_path):
+        # sweagent/agent/history_processors.py: CacheControlHistoryProcessor rewrites history entries in
+        # place, so a Claude run's saved user / tool messages hold [{"type": "text", "text"}] (the last
+        # ones still marked for caching; a tool message carries the mark on the message itself).
+        plain = json.loads(json.dumps(trajs[V1_FC]))
+        del plain["replay_config"]  # the task prompt then comes from the history's first user message
+        cached = json.loads(json.dumps(plain))
+        tagged = [m for m in cached["history"] if m["role"] in ("user", "tool")]
+        for message in tagged:
+            message["content"] = [{"type": "text", "text": message["content"]}]
+        tagged[-1]["cache_control"] = {"type": "ephemeral"}
+        tagged[-2]["content"][0]["cache_control"] = {"type": "ephemeral"}
+        lakes = {}
+        for name, document in (("plain", plain), ("cached", cached)):
+            path = tmp_path / name / "marshmallow-code__marshmallow-1867.traj"
+            path.parent.mkdir()
+            path.write_text(json.dumps(document), encoding="utf-8")
+            lakes[name] = Lake(tmp_path / f"lake-{name}")
+            ingest([path], lakes[name])
+        steps = {name: lake.read("steps").sort("step_index") for name, lake in lakes.items()}
+        assert steps["cached"]["content"].to_list() == steps["plain"]["content"].to_list()
+        assert steps["cached"]["content"].to_list() == [m["content"] for m in trajs[V1_FC]["history"]]
+        prompts = {name: lake.read("tasks")["prompt"].to_list() for name, lake in lakes.items()}
+        assert prompts["cached"] == prompts["plain"] and prompts["plain"][0].strip()
+        extras = [json.loads(e or "{}") for e in steps["cached"]["extra"].to_list()]
+        assert extras[cached["history"].index(tagged[-2])]["content_cache_control"] == [{"type": "ephemeral"}]
+        trajectory = json.loads(lakes["cached"].read("trajectories")["extra"][0])
+        assert "unmatched_trajectory_steps" not in trajectory
+
 
 class TestSweAgentLabels:
     def test_the_run_report_labels_the_submission(self, swe_dir, tmp_path):

@@ -386,14 +386,33 @@ def _problem_text(replay: dict[str, Any], history: list[dict[str, Any]]) -> str 
     if isinstance(problem, dict) and isinstance(problem.get("text"), str) and problem["text"].strip():
         return problem["text"]
     for message in history:
-        if (
-            message.get("role") == "user"
-            and not message.get("is_demo")
-            and isinstance(message.get("content"), str)
-        ):
-            match = _ISSUE.search(message["content"])
-            return (match.group(1) if match else message["content"]).strip() or None
+        if message.get("role") == "user" and not message.get("is_demo"):
+            text = _content_text(message.get("content"))
+            if not isinstance(text, str):
+                text = "\n".join(
+                    p["text"] for p in text or [] if isinstance(p, dict) and isinstance(p.get("text"), str)
+                )
+            match = _ISSUE.search(text)
+            return (match.group(1) if match else text).strip() or None
     return None
+
+
+def _content_text(content: Any) -> Any:  # noqa: ANN401 - text or content parts
+    """A history message's content as text: SWE-agent's ``cache_control`` history processor rewrites the
+    history in place, turning a message's text into ``[{"type": "text", "text", "cache_control"?}]`` (so
+    saved trajectories of Claude runs carry such lists). Parts that are not all text (images of multimodal
+    runs) are kept whole."""
+    if (
+        isinstance(content, list)
+        and content
+        and all(
+            isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+            for p in content
+        )
+        and all(set(p) <= {"type", "text", "cache_control"} for p in content)
+    ):
+        return "\n".join(p["text"] for p in content)
+    return content
 
 
 def _thinking(blocks: Any) -> str | None:  # noqa: ANN401
@@ -446,7 +465,7 @@ class _HistorySteps:
 
     def _row(self, trajectory: dict[str, Any], index: int, message: dict[str, Any]) -> dict[str, Any]:
         role = message.get("role")
-        content = message.get("content")
+        content = _content_text(message.get("content"))
         tool_calls = normalise_tool_calls(message.get("tool_calls"))
         if tool_calls is None and role == "assistant":
             tool_calls = _action_call(message.get("action"))
@@ -457,6 +476,10 @@ class _HistorySteps:
         extra = {k: v for k, v in message.items() if k not in _MAPPED_HISTORY_KEYS}
         if ids and len(ids) > 1:
             extra["tool_call_ids"] = ids
+        if content is not message.get("content"):  # text parts read as text: their cache marks are kept
+            marks = [p["cache_control"] for p in message["content"] if "cache_control" in p]
+            if marks:
+                extra["content_cache_control"] = marks
         if message.get("thinking_blocks") and reasoning is None:
             extra["thinking_blocks"] = message["thinking_blocks"]
         if index in self.matches:
@@ -482,7 +505,9 @@ class _HistorySteps:
             out["response"] = entry["response"]
         if entry.get("thought") is not None and entry.get("thought") != message.get("thought"):
             out["thought"] = entry["thought"]
-        following = self.history[index + 1].get("content") if index + 1 < len(self.history) else None
+        following = (
+            _content_text(self.history[index + 1].get("content")) if index + 1 < len(self.history) else None
+        )
         observation = entry.get("observation")
         if isinstance(observation, str) and not (isinstance(following, str) and observation in following):
             out["observation"] = observation
@@ -499,7 +524,8 @@ def _produced(message: dict[str, Any], entry: dict[str, Any]) -> bool:
     action = message.get("action")
     if isinstance(action, str) and action == entry.get("action"):
         return True
-    return isinstance(message.get("content"), str) and message.get("content") == entry.get("response")
+    content = _content_text(message.get("content"))
+    return isinstance(content, str) and content == entry.get("response")
 
 
 class _TrajectorySteps:
