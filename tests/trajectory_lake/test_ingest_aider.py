@@ -299,3 +299,158 @@ class TestAiderIdempotenceAndDetection:
         path = aider_dir / f"{IID}.json"
         adapter = detect(SourceFile(path=path, data=path.read_bytes()))
         assert adapter is not None and adapter.name == "aider"
+
+
+# --------------------------------------------------------------------------------------------------
+# aider's own benchmark (Aider-AI/aider ``benchmark/benchmark.py``, ``run_test``): one
+# ``.aider.results.json`` per exercise, with the session's ``.aider.chat.history.md`` beside it.
+# --------------------------------------------------------------------------------------------------
+
+BENCH_RUN = "2025-01-10-12-00-00--polyglot-gpt-4o"
+EDIT = (
+    "anagram.py\n```\n<<<<<<< SEARCH\ndef find_anagrams(word, candidates):\n    pass\n=======\n"
+    "def find_anagrams(word, candidates):\n    return [c for c in candidates if sorted(c.lower()) == "
+    "sorted(word.lower()) and c.lower() != word.lower()]\n>>>>>>> REPLACE\n```"
+)
+BENCH_HISTORY = f"""
+# aider chat started at 2025-01-10 12:00:05
+
+> Aider v0.71.1  
+> Model: gpt-4o with diff edit format  
+
+#### # Instructions  
+####   
+#### Given a target word and candidates, find the anagrams.  
+####   
+#### Use the above instructions to modify the supplied files: anagram.py  
+
+> 1,200 prompt tokens, 80 completion tokens, $0.0038 cost  
+
+anagram.py
+```
+<<<<<<< SEARCH
+def find_anagrams(word, candidates):
+    pass
+=======
+def find_anagrams(word, candidates):
+    return [c for c in candidates if sorted(c) == sorted(word)]
+>>>>>>> REPLACE
+```
+
+> Applied edit to anagram.py  
+
+#### FAILED anagram_test.py::test_words_other_than_themselves_are_not_anagrams  
+#### See the testing errors above.  
+
+> 1,500 prompt tokens, 95 completion tokens, $0.0047 cost  
+
+{EDIT}
+
+> Applied edit to anagram.py  
+"""
+
+
+def _bench_exercise(root: Path, outcomes: list[bool]) -> Path:
+    exercise = root / "tmp.benchmarks" / BENCH_RUN / "python" / "exercises" / "practice" / "anagram"
+    (exercise / ".docs").mkdir(parents=True)
+    (exercise / ".docs" / "instructions.md").write_text("# Instructions\n\nFind the anagrams.\n", "utf-8")
+    (exercise / ".aider.chat.history.md").write_text(BENCH_HISTORY, encoding="utf-8")
+    results = {
+        "testdir": f"/benchmarks/{BENCH_RUN}/python/exercises/practice/anagram",
+        "testcase": "anagram",
+        "model": "gpt-4o-2024-08-06",
+        "edit_format": "diff",
+        "tests_outcomes": outcomes,
+        "cost": 0.0085,
+        "duration": 21.4,
+        "test_timeouts": 0,
+        "commit_hash": "a1b2c3d",
+        "num_error_outputs": 0,
+        "num_user_asks": 0,
+        "num_exhausted_context_windows": 0,
+        "num_malformed_responses": 0,
+        "syntax_errors": 0,
+        "indentation_errors": 0,
+        "lazy_comments": 0,
+        "reasoning_effort": None,
+        "prompt_tokens": 2700,
+        "completion_tokens": 175,
+        "thinking_tokens": 0,
+        "chat_hashes": [["c1", "r1"], ["c2", "r2"]],
+    }
+    path = exercise / ".aider.results.json"
+    path.write_text(json.dumps(results, indent=4), encoding="utf-8")
+    return path
+
+
+class TestAiderBenchmarkResults:
+    def test_an_exercise_result_is_a_trajectory_of_its_benchmark_run(self, tmp_path):
+        path = _bench_exercise(tmp_path, [False, True])
+        lake = Lake(tmp_path / "lake")
+        report = ingest([path], lake)
+        assert list(report.sources.values()) == ["aider-benchmark"]
+        assert report.total("quarantined") == 0
+        (run,) = lake.read("runs").to_dicts()
+        assert (run["name"], run["model"], run["harness"], run["harness_version"]) == (
+            BENCH_RUN,
+            "gpt-4o-2024-08-06",
+            "aider",
+            "a1b2c3d",
+        )
+        assert json.loads(run["config"]) == {"edit_format": "diff"}
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert (
+            trajectory["task_id"],
+            trajectory["exit_status"],
+            trajectory["cost_usd"],
+            trajectory["tokens"],
+        ) == (
+            "aider-benchmark/python/anagram",
+            "passed",
+            0.0085,
+            175,
+        )
+        assert json.loads(trajectory["extra"])["chat_hashes"] == [["c1", "r1"], ["c2", "r2"]]
+
+    def test_the_transcript_gives_the_steps_prompt_and_final_answer(self, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([_bench_exercise(tmp_path, [False, True])], lake)
+        steps = lake.read("steps").sort("step_index")
+        assert steps["role"].to_list() == [
+            "tool",
+            "user",
+            "tool",
+            "assistant",
+            "tool",
+            "user",
+            "tool",
+            "assistant",
+            "tool",
+        ]
+        assert steps["tokens"].to_list()[3] == 80 and steps["tokens"].to_list()[7] == 95
+        (task,) = lake.read("tasks").to_dicts()
+        assert task["prompt"].startswith("# Instructions\n\nGiven a target word")
+        (candidate,) = lake.read("candidates").to_dicts()
+        assert (candidate["kind"], candidate["content"]) == ("answer", EDIT)
+
+    def test_the_test_outcomes_label_the_answer(self, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([_bench_exercise(tmp_path, [False, True])], lake)
+        outcomes = {row["name"]: row["value"] for row in lake.read("outcomes").to_dicts()}
+        assert outcomes == {"resolved": 1.0, "resolved_first_try": 0.0}
+
+    def test_a_failed_exercise_is_labelled_unresolved(self, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([_bench_exercise(tmp_path, [False, False])], lake)
+        assert lake.read("trajectories")["exit_status"].to_list() == ["failed"]
+        assert {r["name"]: r["value"] for r in lake.read("outcomes").to_dicts()}["resolved"] == 0.0
+
+    def test_a_results_file_with_a_wrong_type_is_quarantined_with_the_reason(self, tmp_path):
+        path = _bench_exercise(tmp_path, [False, True])
+        document = json.loads(path.read_text(encoding="utf-8"))
+        document["tests_outcomes"] = ["passed"]
+        path.write_text(json.dumps(document), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        (bad,) = lake.read("quarantine").to_dicts()
+        assert "aider-benchmark: field 'tests_outcomes' must be a list of booleans" in bad["error"]

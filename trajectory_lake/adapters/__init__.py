@@ -7,7 +7,7 @@ whose sniffers could both match (the most specific first).
 from __future__ import annotations
 
 from trajectory_lake.adapters._base import Adapter, Labels, RunGroup, SourceFile, run_dir_of
-from trajectory_lake.adapters.aider import AiderResult
+from trajectory_lake.adapters.aider import AiderBenchmarkResult, AiderResult
 from trajectory_lake.adapters.atif import AtifTrajectory, HarborTrialFile
 from trajectory_lake.adapters.codex import CodexRollout
 from trajectory_lake.adapters.mini_swe_agent import MiniSweAgentTrajectory
@@ -45,6 +45,7 @@ ADAPTERS: tuple[type[Adapter], ...] = (
     MoatlessTransitions,  # {name, initial_message, transitions: [{state, actions}], info}
     MoatlessSearchTree,  # {metadata?, agent, nodes: [{node_id, parent_id, action, observation, ...}]}
     AiderResult,  # {instance_id, model_patch, ..., all_results: [...]}: before SweBenchPredictions
+    AiderBenchmarkResult,  # .aider.results.json {testcase, model, edit_format, tests_outcomes, ...}
     SweBenchTasks,
     SweBenchPredictions,
     SweBenchReport,

@@ -60,10 +60,11 @@ from trajectory_lake.records import (
     make_outcome,
     make_run,
     make_step,
+    make_task,
     make_trajectory,
 )
 
-__all__ = ["AiderResult", "parse_chat_history"]
+__all__ = ["AiderBenchmarkResult", "AiderResult", "parse_chat_history"]
 
 HARNESS = "aider"
 _AIDER_KEYS = (
@@ -432,3 +433,199 @@ def _transcript(path: Path, instance_id: str) -> tuple[list[_Session], dict[str,
         return [], note
     note["sessions"] = len(sessions)
     return sessions, note
+
+
+# --------------------------------------------------------------------------------------------------
+# aider's own benchmark (Exercism / polyglot): <run>/<lang>/exercises/practice/<exercise>/.aider.results.json
+# --------------------------------------------------------------------------------------------------
+
+BENCHMARK = "aider-benchmark"
+# Fields of ``.aider.results.json`` that become columns (everything else goes to the trajectory's ``extra``).
+_BENCHMARK_MAPPED = ("testcase", "model", "tests_outcomes", "cost", "completion_tokens", "commit_hash")
+_BENCHMARK_CONFIG = ("edit_format", "editor_model", "editor_edit_format", "reasoning_effort")
+_DOCS = ("introduction.md", "instructions.md", "instructions.append.md")
+
+
+class AiderBenchmarkResult(Adapter):
+    """aider's benchmark ``.aider.results.json`` (one per exercise) → a trajectory, its final answer and its
+    test outcome.
+
+    Documented structure (Aider-AI/aider ``benchmark/benchmark.py``, ``run_test``)::
+
+        {"testdir", "testcase", "model", "edit_format", "tests_outcomes": [false, true],   # one per try
+         "cost", "duration", "test_timeouts", "commit_hash", "num_error_outputs", "num_user_asks",
+         "num_exhausted_context_windows", "num_malformed_responses", "syntax_errors", "indentation_errors",
+         "lazy_comments", "reasoning_effort"?, "prompt_tokens"?, "completion_tokens"?, "thinking_tokens"?,
+         "map_tokens"?, "chat_hashes", "editor_model"?, "editor_edit_format"?}
+
+    The exercise directory is ``<run>/<language>/exercises/practice/<exercise>`` (polyglot) or
+    ``<run>/<exercise>`` (the older Python set); beside the results sits ``.aider.chat.history.md``, the
+    whole session (instructions, model replies, test output) and ``.docs/`` with the instructions.
+
+    Mapping: the run is the benchmark directory (harness ``aider``, version ``commit_hash``, the model;
+    edit format and reasoning effort in its config); the task is ``aider-benchmark/<language>/<exercise>``
+    with the instructions as prompt (the transcript's first user message, else ``.docs/``); the steps are
+    the transcript's (as for the SWE-bench results above); the candidate (kind ``answer``) is the model's
+    last reply (the edits the final test run checked; empty without a transcript) and is labelled
+    ``resolved`` (the last try's tests passed) and ``resolved_first_try``. Files starting with a dot are
+    skipped when a directory is ingested: name these files explicitly.
+    """
+
+    name: ClassVar[str] = "aider-benchmark"
+    rank: ClassVar[int] = 20
+
+    @classmethod
+    def sniff(cls, source: SourceFile) -> bool:
+        if not source.is_json_document():
+            return False
+        head = source.head()
+        if b'"tests_outcomes"' not in head or b'"testcase"' not in head:
+            return False  # cheap rejection before parsing
+        try:
+            document = source.document
+        except ValueError:
+            return b'"edit_format"' in head  # damaged: claimed so read() quarantines it with the reason
+        return (
+            isinstance(document, dict)
+            and isinstance(document.get("testcase"), str)
+            and isinstance(document.get("tests_outcomes"), list)
+            and "model" in document
+        )
+
+    def hints(self, source: SourceFile) -> dict[str, str]:
+        try:
+            document = source.document
+        except ValueError:
+            return {}
+        hints = {"harness": HARNESS}
+        if isinstance(document, dict) and isinstance(document.get("model"), str):
+            hints["model"] = document["model"]
+        return hints
+
+    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
+        try:
+            yield self._bundle(source)
+        except ValueError as exc:
+            yield self.quarantine("$", str(exc), source.data)
+
+    def _bundle(self, source: SourceFile) -> Bundle:
+        document = source.document
+        if not isinstance(document, dict):
+            raise ValueError(f"expected a JSON object, got {type(document).__name__}")
+        testcase = document.get("testcase")
+        if not isinstance(testcase, str) or not testcase:
+            raise ValueError(f"field 'testcase' must be a non-empty string, got {testcase!r}")
+        outcomes = as_list(document.get("tests_outcomes"), what="field 'tests_outcomes'")
+        if not all(isinstance(o, bool) for o in outcomes):
+            raise ValueError(f"field 'tests_outcomes' must be a list of booleans, got {outcomes!r:.80}")
+        model = str_or_none(document.get("model"), what="field 'model'")
+        commit = str_or_none(document.get("commit_hash"), what="field 'commit_hash'")
+        cost = number_or_none(document.get("cost"), what="field 'cost'")
+        completion = number_or_none(document.get("completion_tokens"), what="field 'completion_tokens'")
+        testdir = str_or_none(document.get("testdir"), what="field 'testdir'")
+        run_name, language = _benchmark_place(testdir, source.path.parent, testcase)
+
+        sessions, transcript = _benchmark_transcript(source.path.parent)
+        run = make_run(
+            name=run_name,
+            harness=HARNESS,
+            harness_version=commit,
+            model=model,
+            benchmark=BENCHMARK,
+            config={k: document[k] for k in _BENCHMARK_CONFIG if document.get(k) is not None} or None,
+        )
+        task_id = resolve_task_id(
+            harness=BENCHMARK, instance_id=f"{language}/{testcase}" if language else testcase, prompt=None
+        )
+        extra = {k: v for k, v in document.items() if k not in (*_BENCHMARK_MAPPED, *_BENCHMARK_CONFIG)}
+        extra["transcript"] = transcript
+        trajectory = make_trajectory(
+            run=run,
+            task_id=task_id,
+            domain="swe",
+            source_format=self.name,
+            source_uri=source.uri,
+            source_sha256=source.sha256,
+            exit_status=("passed" if outcomes[-1] else "failed") if outcomes else None,
+            cost_usd=cost,
+            tokens=int(completion) if completion is not None else None,
+            started_at=_local_time(sessions[0].started_at) if sessions else None,
+            extra=extra,
+        )
+        steps: list[dict[str, Any]] = []
+        for session in sessions:
+            for row in session.rows(trajectory):
+                row["step_index"] = len(steps)
+                steps.append(row)
+        trajectory["n_steps"] = len(steps)
+        bundle = Bundle(locator="$", priority=self.rank)
+        bundle.add("runs", run)
+        bundle.add("trajectories", trajectory)
+        bundle.extend("steps", steps)
+        prompt = next((s["content"] for s in steps if s["role"] == "user" and s["content"]), None)
+        prompt = prompt or _docs_text(source.path.parent)
+        if prompt:
+            bundle.add(
+                "tasks",
+                make_task(
+                    task_id=task_id,
+                    domain="swe",
+                    prompt=prompt,
+                    benchmark=BENCHMARK,
+                    instance_id=testcase,
+                    metadata={"language": language} if language else None,
+                    source_uri=source.uri,
+                ),
+            )
+        reply = next((s["content"] for s in reversed(steps) if s["role"] == "assistant"), None)
+        candidate = make_candidate(trajectory, kind="answer", content=reply or "")
+        bundle.add("candidates", candidate)
+        if outcomes:
+            for name, value in (("resolved", outcomes[-1]), ("resolved_first_try", outcomes[0])):
+                outcome = make_outcome(
+                    candidate, name=name, value=float(value), source="harness", evaluator=BENCHMARK
+                )
+                bundle.add("outcomes", outcome)
+        return bundle
+
+
+def _benchmark_place(testdir: str | None, directory: Path, testcase: str) -> tuple[str, str | None]:
+    """``(run name, language)`` from ``<run>/<language>/exercises/practice/<exercise>`` (``testdir``, else the
+    file's own directory); the older layout ``<run>/<exercise>`` has no language."""
+    for parts in ([p for p in re.split(r"[\\/]+", testdir) if p] if testdir else [], list(directory.parts)):
+        if "exercises" in parts:
+            at = len(parts) - 1 - parts[::-1].index("exercises")
+            if at >= 2:
+                return parts[at - 2], parts[at - 1]
+        if len(parts) >= 2 and parts[-1] == testcase:
+            return parts[-2], None
+    return directory.parent.name or BENCHMARK, None
+
+
+def _benchmark_transcript(directory: Path) -> tuple[list[_Session], dict[str, Any]]:
+    """The sessions of the exercise's ``.aider.chat.history.md``, and a note of what was found."""
+    md = directory / ".aider.chat.history.md"
+    if not md.is_file():
+        return [], {"found": False}
+    data = md.read_bytes()
+    note: dict[str, Any] = {"found": True, "file": md.name, "sha256": content_sha256(data)}
+    try:
+        sessions = parse_chat_history(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        note["error"] = f"not UTF-8 text: {exc}"
+        return [], note
+    note["sessions"] = len(sessions)
+    return sessions, note
+
+
+def _docs_text(directory: Path) -> str | None:
+    """The exercise's instructions as the harness assembles them from ``.docs/`` (without its addendum)."""
+    texts = []
+    for name in _DOCS:
+        path = directory / ".docs" / name
+        if path.is_file():
+            try:
+                texts.append(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError):
+                continue
+    return "".join(texts) or None
