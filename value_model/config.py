@@ -23,6 +23,7 @@ __all__ = ["Objectives", "TrainConfig", "load_config"]
 
 Pooling = Literal["auto", "mean", "last", "cls"]
 Precision = Literal["auto", "fp32", "bf16"]
+Parallel = Literal["ddp", "fsdp"]
 TrajectoryKind = Literal["patch", "answer"]
 
 
@@ -136,6 +137,9 @@ class TrainConfig:
     precision: Precision = _opt("auto", "auto (bf16 autocast on CUDA, fp32 on CPU), fp32 or bf16 (bf16 on CPU "
                                 "too). With LoRA under bf16 the frozen backbone is loaded in bf16.")
     device: str = _opt("auto", "auto (cuda:LOCAL_RANK when CUDA is present, else cpu), cpu, cuda, cuda:N.")
+    parallel: Parallel = _opt("ddp", "How ranks share the model under torchrun: ddp replicates it on every rank; "
+                              "fsdp shards parameters, gradients and optimizer state over the ranks (FSDP2, one "
+                              "unit per transformer layer), for full fine-tuning beyond one device's memory.")
     val_fraction: float = _opt(0.2, "Fraction of tasks held out for validation (split by task hash).")
     split_seed: int = _opt(0, "Seed of the task-hash split.")
     seed: int = _opt(0, "Seed of initialisation and shuffling.")
@@ -184,6 +188,8 @@ class TrainConfig:
         object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
         if self.precision not in ("auto", "fp32", "bf16"):
             problems.append(f"precision must be auto, fp32 or bf16, got {self.precision!r}")
+        if self.parallel not in ("ddp", "fsdp"):
+            problems.append(f"parallel must be ddp or fsdp, got {self.parallel!r}")
         if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
             problems.append(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
         if self.epochs <= 0:

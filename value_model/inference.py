@@ -71,7 +71,9 @@ class Calibration:
         return cls(scale=scale, bias=bias)
 
 
-@torch.inference_mode()
+# no_grad, not inference_mode: a sharded (FSDP) model scored during training keeps the buffers its
+# all-gathers wrote here, and tensors made in inference mode cannot be updated outside it.
+@torch.no_grad()
 def predict_values(
     model: ValueModel,
     tokenizer: Any,  # noqa: ANN401 - a transformers tokenizer

@@ -181,7 +181,8 @@ class ValueModel(nn.Module):
             kwargs["position_ids"] = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
         out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
         pooled = self.pool(out.last_hidden_state, attention_mask)
-        return self.head(pooled.to(self.head.weight.dtype)).squeeze(-1)
+        # A new tensor, not a view of the head's output: FSDP hooks its backward on what the root returns.
+        return self.head(pooled.to(self.head.weight.dtype)).squeeze(-1).clone()
 
     def save(self, directory: str | Path, tokenizer: Any, **meta: Any) -> Path:
         """Write the artefact (layout in the module docstring); ``meta`` goes into ``harvest.json``.

@@ -11,17 +11,24 @@ How a step is computed (the same on one process and under ``torchrun``):
    optimizer steps of ``world_size x grad_accum_steps`` micro-batches, tasks kept together when the
    pairwise objective is on; each rank runs its share (:func:`~value_model.batching.rank_share`);
 3. each objective's sum over a micro-batch is divided by that objective's count over the whole
-   step (examples, or pairs), and multiplied by ``world_size`` because DDP averages gradients over
-   ranks; so the gradient is the full step's mean whatever the split, and a 2-process run matches a
-   1-process run that accumulates the same micro-batches;
+   step (examples, or pairs), and multiplied by ``world_size`` because DDP and FSDP average
+   gradients over ranks; so the gradient is the full step's mean whatever the split, and a 2-process
+   run matches a 1-process run that accumulates the same micro-batches;
 4. for the ``td`` objective, targets are λ-returns of the trajectory's final outcome
    (:func:`td_targets_of`); with ``td_lambda < 1`` they bootstrap from the model's own values,
    recomputed at the start of every epoch.
+
+Several ranks share the model by ``config.parallel``: ``ddp`` replicates it (DistributedDataParallel);
+``fsdp`` shards parameters, gradients and optimizer state over the ranks (FSDP2 ``fully_shard``, one
+unit per transformer layer plus the root), so each rank holds ``1/world_size`` of them between
+layers. After training the full weights are gathered into an unsharded copy, which is scored,
+returned and saved as with one process.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import math
 import random
@@ -34,6 +41,8 @@ import numpy as np
 import polars as pl
 import torch
 import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from torch.distributed.fsdp import FSDPModule, fully_shard
 from transformers import get_linear_schedule_with_warmup
 
 from value_model._runtime import Runtime, autocast, gather, resolve_device
@@ -224,14 +233,21 @@ def _predict(
     model: ValueModel, tokenizer: Any, frame: pl.DataFrame, config: TrainConfig,  # noqa: ANN401
     steps: StepsByTrajectory | None, runtime: Runtime,
 ) -> tuple[np.ndarray, list[bool]]:
-    """Values of every row, each rank scoring its share (rows ``rank::world_size``)."""
+    """Values of every row, each rank scoring its share (rows ``rank::world_size``).
+
+    A sharded (FSDP) model gathers each layer from every rank in each forward pass, so all ranks must
+    run as many: shares are then padded to one length with a copy of a row (scored, then dropped).
+    """
     mine = frame.gather_every(runtime.world_size, offset=runtime.rank) if runtime.distributed else frame
+    share = len(mine)
+    if _is_sharded(model) and share < -(-len(frame) // runtime.world_size):
+        mine = pl.concat([mine, frame.head(1)])
     values, truncated = predict_values(
         model, tokenizer, mine.get_column("prompt").to_list(), _texts(mine, config), max_length=config.max_length,
         batch_size=config.eval_batch_size, contexts=_contexts(mine, config, steps),
         context_steps=config.context_steps, include_reasoning=config.include_reasoning, precision=config.precision,
     )
-    shares = gather(runtime, (values.tolist(), truncated))
+    shares = gather(runtime, (values[:share].tolist(), truncated[:share]))
     all_values = np.zeros(len(frame), dtype=np.float64)
     all_truncated = [False] * len(frame)
     for rank, (share_values, share_truncated) in enumerate(shares):
@@ -240,6 +256,33 @@ def _predict(
         for row, flag in zip(rows, share_truncated, strict=True):
             all_truncated[row] = flag
     return all_values, all_truncated
+
+
+def _is_sharded(model: torch.nn.Module) -> bool:
+    return isinstance(model, FSDPModule)
+
+
+def _shard(model: ValueModel) -> ValueModel:
+    """Shard ``model`` in place over the process group (FSDP2): one unit per transformer layer (the
+    backbone's ``_no_split_modules``), then the root (embeddings, norms, head). Returns an unsharded
+    skeleton of it: the same modules, parameters on the meta device, buffers shared (see :func:`_unshard`)."""
+    skeleton_params = {id(p): torch.nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=p.requires_grad)
+                       for p in model.parameters()}
+    skeleton = copy.deepcopy(model, {**skeleton_params, **{id(b): b for b in model.buffers()}})
+    base = model.backbone.get_base_model() if model.has_lora else model.backbone
+    units = set(getattr(base, "_no_split_modules", None) or ())
+    for module in model.modules():
+        if type(module).__name__ in units:
+            fully_shard(module)
+    fully_shard(model)
+    return skeleton
+
+
+def _unshard(sharded: ValueModel, skeleton: ValueModel) -> ValueModel:
+    """``skeleton`` holding ``sharded``'s full trained weights (gathered from every rank, on every rank)."""
+    full = get_model_state_dict(sharded, options=StateDictOptions(full_state_dict=True))
+    skeleton.load_state_dict(full, assign=True)
+    return skeleton.train(sharded.training)
 
 
 def _prepare(model: ValueModel, config: TrainConfig, device: torch.device) -> ValueModel:
@@ -340,6 +383,8 @@ def fit(
     total_steps = max(1, math.ceil(steps_per_epoch * config.epochs))
 
     model = _prepare(model, config, device)
+    fsdp = runtime.distributed and config.parallel == "fsdp"
+    skeleton = _shard(model) if fsdp else None  # the optimizer must see the sharded parameters
     backbone_params = [p for p in model.backbone.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(
         [{"params": backbone_params, "lr": config.learning_rate},
@@ -349,7 +394,7 @@ def fit(
     trainable = [p for group in optimizer.param_groups for p in group["params"]]
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
     net: torch.nn.Module = model
-    if runtime.distributed:
+    if runtime.distributed and not fsdp:
         # Encoders (BERT & co.) carry a pooler that value pooling never reads: DDP must then look for
         # parameters without gradients, an extra graph traversal per step that decoders do not need.
         base = model.backbone.get_base_model() if model.has_lora else model.backbone
@@ -375,7 +420,9 @@ def fit(
             step_loss = torch.zeros((), dtype=torch.float64)
             for k, batch in enumerate(mine):
                 last = k == len(mine) - 1
-                sync = net.no_sync() if runtime.distributed and not last else contextlib.nullcontext()  # type: ignore[operator]
+                if fsdp:
+                    model.set_requires_gradient_sync(last)  # type: ignore[operator]
+                sync = net.no_sync() if runtime.distributed and not fsdp and not last else contextlib.nullcontext()  # type: ignore[operator]
                 encoded = encode_serialized(tokenizer, [items[i] for i in batch], max_length=config.max_length)
                 inputs = {key: value.to(device) for key, value in encoded.inputs.items()}
                 with sync:
@@ -404,6 +451,9 @@ def fit(
             log({"train_loss": float(np.mean(epoch_losses)) if epoch_losses else math.nan}, step)
         epoch += 1
 
+    if skeleton is not None:
+        del optimizer, scheduler, trainable, backbone_params, net
+        model = _unshard(model, skeleton)
     model.eval()
     calibration = Calibration()
     metrics: dict[str, float] = {}

@@ -1,7 +1,8 @@
 """Trains the two recipes of ``test_distributed`` and writes what it compares.
 
-Run under ``torchrun`` (``python -m torch.distributed.run --standalone --nproc_per_node 2 <this file> ...``)
-or called in-process as the single-process reference; either way rank 0 writes ``<out>/<name>.json``.
+Run under ``torchrun`` (``python -m torch.distributed.run --standalone --nproc_per_node 2 <this file> ...``),
+where each recipe trains twice, replicated (DDP) and sharded (FSDP), or called in-process as the
+single-process reference; either way rank 0 writes ``<out>/<name>-<parallel>.json``.
 """
 
 from __future__ import annotations
@@ -49,17 +50,18 @@ RECIPES = {
 }
 
 
-def run(name: str, lake: Path, backbone: Path, out: Path, *, grad_accum_steps: int, runtime: Runtime) -> None:
+def run(name: str, lake: Path, backbone: Path, out: Path, *, grad_accum_steps: int, runtime: Runtime,
+        parallel: str = "ddp") -> None:
     load, options = RECIPES[name]
     train, val, steps = load(Lake(lake))
     config = TrainConfig(backbone=str(backbone), grad_accum_steps=grad_accum_steps, learning_rate=1e-3,
-                         warmup_ratio=0.0, device="cpu", **options)
+                         warmup_ratio=0.0, device="cpu", parallel=parallel, **options)
     model, tokenizer = ValueModel.from_backbone(config.backbone, seed=config.seed)
     result = fit(model, tokenizer, train, val, config, steps=steps, runtime=runtime)
     if runtime.is_main:
         backbone_norm = sum(float(p.detach().double().pow(2).sum()) for p in result.model.backbone.parameters())
         out.mkdir(parents=True, exist_ok=True)
-        (out / f"{name}.json").write_text(json.dumps({
+        (out / f"{name}-{parallel}.json").write_text(json.dumps({
             "world_size": runtime.world_size,
             "head": result.model.head.weight.detach().flatten().tolist() + result.model.head.bias.detach().tolist(),
             "backbone_norm": backbone_norm,
@@ -78,8 +80,11 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     with distributed_session(device="cpu") as runtime:
-        run("patch", args.lite_lake, args.backbone, args.out, grad_accum_steps=1, runtime=runtime)
-        run("action", args.agent_lake, args.backbone, args.out, grad_accum_steps=1, runtime=runtime)
+        for parallel in ("ddp", "fsdp"):
+            run("patch", args.lite_lake, args.backbone, args.out, grad_accum_steps=1, runtime=runtime,
+                parallel=parallel)
+            run("action", args.agent_lake, args.backbone, args.out, grad_accum_steps=1, runtime=runtime,
+                parallel=parallel)
 
 
 if __name__ == "__main__":

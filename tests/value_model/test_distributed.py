@@ -1,5 +1,5 @@
-"""Data-parallel training: two ``torchrun`` processes on CPU (gloo) train exactly what one process does
-when it accumulates the same global batch."""
+"""Data-parallel training: two ``torchrun`` processes on CPU (gloo), with the model replicated (DDP) or
+sharded (FSDP), train exactly what one process does when it accumulates the same global batch."""
 
 from __future__ import annotations
 
@@ -32,13 +32,14 @@ def ddp_results(lite_lake, agent_lake, tiny_decoder_dir, tmp_path_factory) -> Pa
     return out
 
 
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
 @pytest.mark.parametrize("recipe", ["patch", "action"])
-def test_two_ranks_match_one_process_accumulating_the_same_global_batch(recipe, ddp_results, lite_lake, agent_lake,
-                                                                        tiny_decoder_dir, tmp_path):
+def test_two_ranks_match_one_process_accumulating_the_same_global_batch(recipe, parallel, ddp_results, lite_lake,
+                                                                        agent_lake, tiny_decoder_dir, tmp_path):
     lake = Path(lite_lake.uri if recipe == "patch" else agent_lake.uri)
     run(recipe, lake, tiny_decoder_dir, tmp_path, grad_accum_steps=2, runtime=Runtime())
-    two = json.loads((ddp_results / f"{recipe}.json").read_text())
-    one = json.loads((tmp_path / f"{recipe}.json").read_text())
+    two = json.loads((ddp_results / f"{recipe}-{parallel}.json").read_text())
+    one = json.loads((tmp_path / f"{recipe}-ddp.json").read_text())
     assert (two["world_size"], one["world_size"]) == (2, 1)
     assert len(two["step_losses"]) == len(one["step_losses"]) > 1
     assert two["step_losses"] == pytest.approx(one["step_losses"], rel=1e-4, abs=1e-6)
