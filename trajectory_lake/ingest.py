@@ -125,7 +125,9 @@ def discover(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Path], list[
     """Expand files and directories into the files to ingest.
 
     Files named explicitly are always ingested (an unknown format is quarantined); inside
-    directories only data files (``DATA_SUFFIXES``) are, the others are returned as skipped.
+    directories only data files (``DATA_SUFFIXES``) are, hidden ones included (aider's benchmark
+    writes ``.aider.results.json``), and the others are returned as skipped. Hidden folders (``.git``,
+    ``.venv``, caches) are not searched: each is returned as skipped, whole.
 
     Raises:
         FileNotFoundError: a path does not exist.
@@ -139,9 +141,12 @@ def discover(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Path], list[
         if path.is_file():
             files.append(path)
             continue
-        for child in sorted(p for p in path.rglob("*") if p.is_file()):
-            if any(part.startswith(".") for part in child.relative_to(path).parts):
-                continue
+        found: list[Path] = []
+        for folder, subfolders, names in os.walk(path):
+            skipped.extend(Path(folder) / name for name in subfolders if name.startswith("."))
+            subfolders[:] = [name for name in subfolders if not name.startswith(".")]
+            found.extend(child for child in map(Path(folder).joinpath, names) if child.is_file())
+        for child in sorted(found):
             (files if child.name.endswith(DATA_SUFFIXES) else skipped).append(child)
     unique = list(dict.fromkeys(p.resolve() for p in files))
     return unique, skipped

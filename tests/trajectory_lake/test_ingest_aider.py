@@ -439,6 +439,18 @@ class TestAiderBenchmarkResults:
         outcomes = {row["name"]: row["value"] for row in lake.read("outcomes").to_dicts()}
         assert outcomes == {"resolved": 1.0, "resolved_first_try": 0.0}
 
+    def test_a_benchmark_folder_finds_the_hidden_results_files_but_not_hidden_folders(self, tmp_path):
+        path = _bench_exercise(tmp_path, [True])
+        git = tmp_path / "tmp.benchmarks" / ".git"
+        (git / "objects").mkdir(parents=True)
+        (git / "objects" / "pack.json").write_text("{}", encoding="utf-8")
+        files, skipped = discover([tmp_path / "tmp.benchmarks"])
+        assert files == [path.resolve()]
+        assert git in skipped and path.parent / ".aider.chat.history.md" in skipped
+        report = ingest([tmp_path / "tmp.benchmarks"], Lake(tmp_path / "lake"))
+        assert list(report.sources.values()) == ["aider-benchmark"]
+        assert git.as_posix() in report.skipped
+
     def test_a_failed_exercise_is_labelled_unresolved(self, tmp_path):
         lake = Lake(tmp_path / "lake")
         ingest([_bench_exercise(tmp_path, [False, False])], lake)
