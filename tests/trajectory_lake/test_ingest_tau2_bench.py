@@ -352,7 +352,7 @@ class TestTau2OtherShapes:
         messages[5] = {"role": "tool", "tool_messages": [messages[5]]}  # a MultiToolMessage
         messages[7]["error"] = True
         sims[1]["termination_reason"] = "infrastructure_error"
-        sims[2]["messages"], sims[2]["ticks"] = None, [{"tick_id": 0, "timestamp": "2026-07-31T01:30:21"}]
+        sims[2]["messages"], sims[2]["ticks"] = None, "oops"
         lake = Lake(tmp_path / "lake")
         ingest([_write(tmp_path / "run" / FILE_NAME, document)], lake)
         return lake
@@ -371,6 +371,221 @@ class TestTau2OtherShapes:
         assert _trajectory(lake, "1")["exit_status"] == "infrastructure_error"
         assert _outcomes(lake, "1") == {}
 
-    def test_a_ticks_only_simulation_is_quarantined_with_the_reason(self, lake):
+    def test_a_simulation_with_malformed_ticks_is_quarantined_with_the_reason(self, lake):
         (error,) = lake.read("quarantine").filter(pl.col("locator") == "$.simulations[2]")["error"].to_list()
-        assert "full-duplex 'ticks'" in error
+        assert error == "tau2-bench: field 'ticks' must be a list, got str"
+
+
+def _voice_simulation(task_id: str) -> dict[str, Any]:
+    """A full-duplex simulation as upstream's ``SimulationRun`` dumps it: ``messages`` null, ``ticks`` set."""
+    call = {
+        "id": "call_1",
+        "name": "get_reservation_details",
+        "arguments": {"reservation_id": "EHGLP3"},
+        "requestor": "assistant",
+    }
+    return {
+        "id": "5f0c2a9e-voice",
+        "task_id": task_id,
+        "timestamp": "2026-08-01T10:00:00.000000",
+        "start_time": "2026-08-01T10:00:00.000000",
+        "end_time": "2026-08-01T10:00:03.000000",
+        "duration": 3.0,
+        "termination_reason": "user_stop",
+        "agent_cost": 0.02,
+        "user_cost": None,
+        "reward_info": {"reward": 1.0, "reward_breakdown": {"DB": 1.0}, "reward_basis": ["DB"]},
+        "messages": None,
+        "trial": 0,
+        "seed": 300,
+        "mode": "full_duplex",
+        "ticks": [
+            {
+                "tick_id": 0,
+                "timestamp": "2026-08-01T10:00:00.200000",
+                "user_chunk": {
+                    "role": "user",
+                    "content": "Cancel EHGLP3 please.",
+                    "chunk_id": 0,
+                    "timestamp": "2026-08-01T10:00:00.200000",
+                    "is_audio": True,
+                    "utterance_ids": ["u1"],
+                },
+                "user_transcript": "cancel e h g l p three please",
+                "tick_duration_seconds": 0.2,
+            },
+            {
+                "tick_id": 1,
+                "timestamp": "2026-08-01T10:00:00.400000",
+                "agent_chunk": {
+                    "role": "assistant",
+                    "content": "Let me check.",
+                    "chunk_id": 0,
+                    "timestamp": "2026-08-01T10:00:00.400000",
+                },
+                "agent_tool_calls": [call],
+                "agent_tool_results": [
+                    {
+                        "id": "call_1",
+                        "role": "tool",
+                        "content": '{"status": "ok"}',
+                        "requestor": "assistant",
+                        "error": False,
+                        "timestamp": "2026-08-01T10:00:00.500000",
+                    }
+                ],
+            },
+            {"tick_id": 2, "timestamp": "2026-08-01T10:00:00.600000", "wall_clock_duration_seconds": 0.21},
+            {
+                "tick_id": 3,
+                "timestamp": "2026-08-01T10:00:00.800000",
+                "agent_chunk": {
+                    "role": "assistant",
+                    "content": "It is cancelled.",
+                    "timestamp": "2026-08-01T10:00:00.800000",
+                },
+            },
+        ],
+    }
+
+
+def _metadata(results: dict[str, Any]) -> dict[str, Any]:
+    """The dir layout's ``results.json``: ``Results.model_dump(exclude={"simulations"})`` + the index."""
+    meta = {k: v for k, v in json.loads(json.dumps(results)).items() if k != "simulations"}
+    meta["simulation_index"] = [
+        {
+            "id": s["id"],
+            "task_id": s["task_id"],
+            "trial": s["trial"],
+            "reward": s["reward_info"]["reward"],
+            "termination_reason": s["termination_reason"],
+            "agent_cost": s["agent_cost"],
+            "duration": s["duration"],
+        }
+        for s in results["simulations"]
+    ]
+    return meta
+
+
+class TestTau2DirLayout:
+    """``tau2 run``'s "dir" layout (``Results.save(format="dir")``, the default for voice runs):
+    ``<run>/results.json`` without simulations + ``<run>/simulations/<id>.json``, built from the real file."""
+
+    RUN = "20260731_airline_whissle_user_simulator_gpt-4o"
+
+    @pytest.fixture
+    def run_dir(self, results, tmp_path) -> Path:
+        run_dir = tmp_path / "simulations" / self.RUN
+        _write(run_dir / "results.json", _metadata(results))
+        for sim in results["simulations"]:
+            _write(run_dir / "simulations" / f"{sim['id']}.json", sim)
+        return run_dir
+
+    @pytest.fixture
+    def dir_lake(self, run_dir, tmp_path) -> tuple[Lake, IngestReport]:
+        lake = Lake(tmp_path / "lake")
+        return lake, ingest([run_dir], lake)
+
+    def test_every_file_of_the_layout_is_read_as_tau2_bench_and_nothing_is_quarantined(
+        self, dir_lake, run_dir
+    ):
+        lake, report = dir_lake
+        assert set(report.sources.values()) == {"tau2-bench"}
+        assert len(report.sources) == 5
+        assert lake.read("quarantine").height == 0
+        assert unreconciled(report) == {}
+
+    def test_the_run_is_named_after_its_folder_and_owns_every_trajectory(self, dir_lake):
+        lake, _ = dir_lake
+        (run,) = lake.read("runs").to_dicts()
+        assert (run["name"], run["model"], run["benchmark"]) == (self.RUN, "whissle", "tau2-bench-airline")
+        assert json.loads(run["config"])["simulation_index"][0]["task_id"] == "0"
+        assert lake.read("trajectories")["run_id"].unique().to_list() == [run["run_id"]]
+
+    def test_the_simulations_and_tasks_are_those_of_the_monolithic_file(self, dir_lake, tau2):
+        lake, _ = dir_lake
+        assert lake.read("tasks").height == 4
+        assert sorted(lake.read("trajectories")["task_id"]) == [f"tau2-bench/airline/{t}" for t in TASKS]
+        assert lake.read("steps").height == tau2[0].read("steps").height == 92
+        step = _steps(lake, "0").row(4, named=True)
+        (call,) = step["tool_calls"]
+        assert (call["id"], call["name"], json.loads(call["arguments"])) == (
+            "gem_get_reservation_details_0",
+            "get_reservation_details",
+            {"reservation_id": "EHGLP3"},
+        )
+        assert _steps(lake, "0").row(5, named=True)["tool_call_id"] == "gem_get_reservation_details_0"
+        for task in TASKS:
+            assert _outcomes(lake, task) == _outcomes(tau2[0], task)
+        assert _outcomes(lake, "1")["resolved"] == 1.0
+
+    def test_a_simulation_file_without_its_run_metadata_is_quarantined_with_the_reason(
+        self, results, tmp_path
+    ):
+        sim = results["simulations"][0]
+        path = _write(tmp_path / "run" / "simulations" / f"{sim['id']}.json", sim)
+        assert detect(SourceFile(path=path)).name == "tau2-bench"
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        ((locator, (table, error)),) = _quarantined(lake).items()
+        assert (locator, table) == ("$", "trajectories")
+        assert "no tau2-bench run metadata (results.json with 'info' and 'tasks')" in error
+        assert lake.read("trajectories").height == 0
+
+    def test_a_monolithic_results_json_names_the_run_after_its_folder(self, results, tmp_path):
+        path = _write(tmp_path / "simulations" / "my_model_airline" / "results.json", results)
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        assert lake.read("runs")["name"].to_list() == ["my_model_airline"]
+        assert lake.read("trajectories").height == 4
+
+
+class TestTau2FullDuplex:
+    """A voice (full-duplex) simulation stored as ``ticks``, read like upstream's ``get_messages()``."""
+
+    @pytest.fixture
+    def voice(self, results, tmp_path) -> Lake:
+        run_dir = tmp_path / "voice_run"
+        _write(run_dir / "results.json", _metadata({**results, "simulations": []}))
+        _write(run_dir / "simulations" / "5f0c2a9e-voice.json", _voice_simulation("0"))
+        lake = Lake(tmp_path / "lake")
+        ingest([run_dir], lake)
+        return lake
+
+    def test_the_ticks_become_steps_in_upstream_order(self, voice):
+        steps = _steps(voice, "0")
+        assert steps["role"].to_list() == ["user", "assistant", "tool", "assistant"]
+        assert steps["content"].to_list() == [
+            "Cancel EHGLP3 please.",
+            "Let me check.",
+            '{"status": "ok"}',
+            "It is cancelled.",
+        ]
+        (call,) = steps.row(1, named=True)["tool_calls"]
+        assert (call["id"], call["name"], json.loads(call["arguments"])) == (
+            "call_1",
+            "get_reservation_details",
+            {"reservation_id": "EHGLP3"},
+        )
+        assert steps.row(2, named=True)["tool_call_id"] == "call_1"
+
+    def test_tick_fields_are_kept_on_the_steps_and_the_trajectory(self, voice):
+        first = json.loads(_steps(voice, "0").row(0, named=True)["extra"])
+        assert first["tick_id"] == 0
+        assert first["tick"]["user_transcript"] == "cancel e h g l p three please"
+        assert first["utterance_ids"] == ["u1"]
+        extra = json.loads(_trajectory(voice, "0")["extra"])
+        assert extra["messages_derived_from"] == "ticks"
+        assert extra["ticks_without_messages"] == [
+            {"tick_id": 2, "timestamp": "2026-08-01T10:00:00.600000", "wall_clock_duration_seconds": 0.21}
+        ]
+        assert "ticks" not in extra
+
+    def test_the_answer_and_reward_come_from_the_voice_simulation(self, voice):
+        answer = json.loads(_candidate(voice, "0")["content"])
+        assert answer == {
+            "actions": [{"name": "get_reservation_details", "arguments": {"reservation_id": "EHGLP3"}}],
+            "final_message": "It is cancelled.",
+        }
+        assert _outcomes(voice, "0") == {"reward": 1.0, "resolved": 1.0, "reward.db": 1.0}
+        assert _trajectory(voice, "0")["cost_usd"] == 0.02

@@ -21,7 +21,7 @@ from trajectory_lake.adapters.openhands import (
 )
 from trajectory_lake.adapters.swe_agent import SweAgentTrajectory
 from trajectory_lake.adapters.swebench import SweBenchPredictions, SweBenchReport, SweBenchTasks
-from trajectory_lake.adapters.tau2_bench import Tau2BenchResults
+from trajectory_lake.adapters.tau2_bench import Tau2BenchResults, Tau2BenchSimulation
 from trajectory_lake.adapters.tau_bench import TauBenchResults
 
 __all__ = [
@@ -41,6 +41,7 @@ ADAPTERS: tuple[type[Adapter], ...] = (
     HarborTrialFile,  # a Harbor trial's result.json / verifier/reward.{txt,json}, read with its trajectory
     TauBenchResults,  # a JSON array of {task_id, reward, info, traj, trial}
     Tau2BenchResults,  # {timestamp, info: {agent_info, user_info, environment_info}, tasks, simulations}
+    Tau2BenchSimulation,  # a dir layout's simulations/<id>.json {id, task_id, ..., termination_reason, ...}
     SweAgentTrajectory,  # {trajectory, history, info, replay_config?, environment} or {attempts: [...]}
     MoatlessTransitions,  # {name, initial_message, transitions: [{state, actions}], info}
     MoatlessSearchTree,  # {metadata?, agent, nodes: [{node_id, parent_id, action, observation, ...}]}

@@ -50,16 +50,34 @@ final answer                ``answer`` candidate (``tau_bench.answer_content``):
 ==========================  ===================================================================
 
 Timestamps without a zone (tau2 writes local ``datetime.now()``) are read as UTC. A file cut short
-inside ``simulations`` keeps its complete simulations; the unreadable rest is quarantined. The
-"dir" layout (``results.json`` + ``simulations/<id>.json``) is read for its run and tasks only.
+inside ``simulations`` keeps its complete simulations; the unreadable rest is quarantined.
+
+``tau2 run`` saves under ``data/simulations/<run name>/``: text runs as one ``results.json`` (the run is
+then named after its folder, not "results"), voice runs in the "dir" layout (``Results.save(format=
+"dir")``): ``results.json`` holds everything but the simulations (plus a ``simulation_index`` of
+``{id, task_id, trial, reward, termination_reason, agent_cost, duration}``) and each simulation is its
+own ``simulations/<id>.json``. :class:`Tau2BenchSimulation` reads such a file with its run's metadata
+(``results.json`` beside ``simulations/``, else the one metadata file there that indexes it), so its
+trajectory joins the run and tasks that the metadata file gives. A simulation file without its
+metadata is quarantined with that reason.
+
+Full-duplex (voice) simulations may store ``ticks`` instead of ``messages``; they are flattened as
+upstream's ``SimulationRun.get_messages()`` does: per tick the agent's chunk with the agent's tool calls,
+the agent's tool results, the user's chunk with the user's tool calls, the user's tool results, then
+all of them ordered by timestamp. The chunk fields upstream's flattening drops, ``tick_id`` and the
+tick's own fields (``user_transcript``, durations) go to the steps' ``extra``; a tick that yields no
+message keeps its fields in the trajectory's ``extra`` (``ticks_without_messages``).
 """
 
 from __future__ import annotations
 
 import textwrap
 from collections.abc import Iterator, Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, ClassVar
 
+from trajectory_lake._json import loads
 from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile
 from trajectory_lake.adapters.tau_bench import (
     DOMAIN,
@@ -85,10 +103,14 @@ from trajectory_lake.records import (
     task_id_for,
 )
 
-__all__ = ["Tau2BenchResults"]
+__all__ = ["Tau2BenchResults", "Tau2BenchSimulation"]
 
 FAMILY = "tau2-bench"
 _KNOWN_DOMAINS = ("airline", "retail", "telecom", "mock")
+# tau2.data_model.simulation.SIMULATIONS_DIR: the "dir" layout's folder of one file per simulation.
+SIMULATIONS_DIR = "simulations"
+# The metadata file ``tau2 run`` writes in a run's folder (monolithic results, or the dir layout's header).
+RESULTS_FILE = "results.json"
 # tau2.data_model.simulation.NON_EVALUABLE_TERMINATION_REASONS: no evaluable rollout, left out of metrics.
 _NON_EVALUABLE = frozenset({"infrastructure_error", "context_window_exceeded"})
 _MAPPED_SIMULATION_KEYS = {
@@ -173,28 +195,12 @@ class Tau2BenchResults(Adapter):
                 sims = []
             simulations = [(f"$.simulations[{i}]", b"", value) for i, value in enumerate(sims)]
 
-        info = fields.get("info")
-        tasks = fields.get("tasks") or []
-        if not isinstance(info, dict) or not isinstance(tasks, list):
-            yield self.quarantine(
-                "$", "expected 'info' (object) and 'tasks' (array) in a tau2-bench results file", source.data
-            )
-            return
-        domain = _domain(source, info, tasks)
-        if domain is None:
-            yield self.quarantine(
-                "$.info.environment_info",
-                "cannot tell the tau2-bench domain: no "
-                "'environment_info.domain_name', no task domain, and the file name names none",
-                source.data,
-            )
-            return
         try:
-            run = _run(source, fields, info, domain)
-        except ValueError as exc:  # a name the run id cannot hash (a lone surrogate)
-            yield self.quarantine("$", str(exc), source.data)
+            run, domain, policy = _run_context(source.path, fields)
+        except _NoContext as exc:
+            yield self.quarantine(exc.locator, str(exc), source.data)
             return
-        policy = _object(info.get("environment_info")).get("policy")
+        tasks = fields["tasks"] or []
 
         for index, task in enumerate(tasks):
             locator = f"$.tasks[{index}]"
@@ -233,16 +239,19 @@ class Tau2BenchResults(Adapter):
             trial = 0
         if isinstance(trial, bool) or not isinstance(trial, int):
             raise ValueError(f"field 'trial' must be an integer, got {trial!r}")
-        messages = sim.get("messages")
-        if messages is None and sim.get("ticks"):
-            raise ValueError(
-                "field 'messages' is null and the run is stored as full-duplex 'ticks'; "
-                "only half-duplex message lists are read"
-            )
-        if messages is None:
-            messages = []
-        if not isinstance(messages, list):
-            raise ValueError(f"field 'messages' must be a list, got {type(messages).__name__}")
+        messages, ticks = sim.get("messages"), sim.get("ticks")
+        derived: dict[str, Any] = {}
+        if messages is None and ticks:
+            if not isinstance(ticks, list):
+                raise ValueError(f"field 'ticks' must be a list, got {type(ticks).__name__}")
+            located, idle = _tick_messages(ticks)
+            derived = {"messages_derived_from": "ticks", "ticks_without_messages": idle or None}
+        else:
+            if messages is None:
+                messages = []
+            if not isinstance(messages, list):
+                raise ValueError(f"field 'messages' must be a list, got {type(messages).__name__}")
+            located = list(_flatten(messages))
         reward_info = sim.get("reward_info")
         if reward_info is not None and not isinstance(reward_info, dict):
             raise ValueError(f"field 'reward_info' must be an object, got {reward_info!r:.80}")
@@ -252,6 +261,9 @@ class Tau2BenchResults(Adapter):
         agent_cost = sim.get("agent_cost")
         ended_at = _timestamp(sim.get("end_time"), what="field 'end_time'")
         extra = {k: v for k, v in sim.items() if k not in _MAPPED_SIMULATION_KEYS and v is not None}
+        if derived:
+            del extra["ticks"]  # each tick's content is on the steps it became
+            extra.update((k, v) for k, v in derived.items() if v is not None)
         if policy is not None and extra.get("policy") == policy:
             del extra["policy"]  # the run's own policy (in the run's config), repeated per simulation
         trajectory = make_trajectory(
@@ -267,7 +279,7 @@ class Tau2BenchResults(Adapter):
             started_at=_timestamp(sim.get("start_time"), what="field 'start_time'"),
             ended_at=ended_at,
         )
-        steps = [_step(trajectory, i, where, m) for i, (where, m) in enumerate(_flatten(messages))]
+        steps = [_step(trajectory, i, where, m) for i, (where, m) in enumerate(located)]
         agent_tokens = [s["tokens"] for s in steps if s["role"] == "assistant" and s["tokens"] is not None]
         user_tokens = [s["tokens"] for s in steps if s["role"] == "user" and s["tokens"] is not None]
         if user_tokens:
@@ -317,7 +329,55 @@ def _timestamp(value: Any, *, what: str) -> Any:  # noqa: ANN401 - datetime or N
         raise ValueError(f"{what}: {exc}") from None
 
 
-def _domain(source: SourceFile, info: Mapping[str, Any], tasks: list[Any]) -> str | None:
+def run_name(path: Path) -> str:
+    """The run a results file describes: its folder for ``tau2 run``'s ``<run name>/results.json``, else
+    the file's stem (older versions and hand-named files: ``<save_to>.json``).
+
+    Examples:
+        >>> run_name(Path("data/simulations/2025_airline_llm_agent_gpt-4.1/results.json"))
+        '2025_airline_llm_agent_gpt-4.1'
+        >>> run_name(Path("data/simulations/gpt-4.1_airline.json"))
+        'gpt-4.1_airline'
+    """
+    if path.name == RESULTS_FILE and path.parent.name:
+        return path.parent.name
+    return path.name.removesuffix(".json")
+
+
+class _NoContext(ValueError):
+    """The run metadata cannot give a run and a domain; ``locator`` says where."""
+
+    def __init__(self, locator: str, message: str) -> None:
+        super().__init__(message)
+        self.locator = locator
+
+
+def _run_context(path: Path, fields: Mapping[str, Any]) -> tuple[dict[str, Any], str, Any]:
+    """``(run, domain, policy)`` from the metadata (``timestamp``, ``info``, ``tasks``) of the results file at
+    ``path``: shared by the monolithic file and the dir layout's simulation files, so both name one run.
+
+    Raises:
+        _NoContext: no ``info`` / ``tasks``, no domain, or a run name that cannot be hashed.
+    """
+    info = fields.get("info")
+    tasks = fields.get("tasks") or []
+    if not isinstance(info, dict) or not isinstance(tasks, list):
+        raise _NoContext("$", "expected 'info' (object) and 'tasks' (array) in a tau2-bench results file")
+    domain = _domain(path, info, tasks)
+    if domain is None:
+        raise _NoContext(
+            "$.info.environment_info",
+            "cannot tell the tau2-bench domain: no "
+            "'environment_info.domain_name', no task domain, and the file name names none",
+        )
+    try:
+        run = _run(path, fields, info, domain)
+    except ValueError as exc:  # a name the run id cannot hash (a lone surrogate)
+        raise _NoContext("$", str(exc)) from None
+    return run, domain, _object(info.get("environment_info")).get("policy")
+
+
+def _domain(path: Path, info: Mapping[str, Any], tasks: list[Any]) -> str | None:
     env_info = info.get("environment_info")
     name = env_info.get("domain_name") if isinstance(env_info, dict) else None
     if isinstance(name, str) and name:
@@ -331,11 +391,11 @@ def _domain(source: SourceFile, info: Mapping[str, Any], tasks: list[Any]) -> st
             and instructions["domain"]
         ):
             return instructions["domain"]
-    return env_from_name(source.path, _KNOWN_DOMAINS)
+    return env_from_name(Path(run_name(path)), _KNOWN_DOMAINS)
 
 
 def _run(
-    source: SourceFile, fields: Mapping[str, Any], info: Mapping[str, Any], domain: str
+    source_path: Path, fields: Mapping[str, Any], info: Mapping[str, Any], domain: str
 ) -> dict[str, Any]:
     agent, audio = _object(info.get("agent_info")), _object(info.get("audio_native_config"))
     model = agent.get("llm") if isinstance(agent.get("llm"), str) else audio.get("model")
@@ -345,7 +405,7 @@ def _run(
     except (ValueError, TypeError):
         started_at = None  # kept verbatim in the config
     return make_run(
-        name=source.path.name.removesuffix(".json"),
+        name=run_name(source_path),
         harness=FAMILY,
         harness_version=commit if isinstance(commit, str) else None,
         model=model if isinstance(model, str) else None,
@@ -511,3 +571,159 @@ def _components(reward_info: Mapping[str, Any]) -> dict[str, float]:
         str(key).rsplit(".", 1)[-1].lower(): number(value, what=f"field 'reward_info.reward_breakdown.{key}'")
         for key, value in breakdown.items()
     }
+
+
+def _tick_messages(ticks: list[Any]) -> tuple[list[tuple[str, Any]], list[dict[str, Any]]]:
+    """The messages of a full-duplex simulation, as upstream's ``SimulationRun.get_messages()`` derives them.
+
+    Returns:
+        ``(located, idle)``: ``(where, message)`` per message, ordered by timestamp (stable; tick order
+        when a timestamp is missing), and the fields of the ticks that yield no message.
+    """
+    located: list[tuple[str, Any]] = []
+    idle: list[dict[str, Any]] = []
+    for i, tick in enumerate(ticks):
+        where = f"ticks[{i}]"
+        if not isinstance(tick, dict):
+            raise ValueError(f"{where} must be a tick object, got {type(tick).__name__}")
+        own = {
+            k: v
+            for k, v in tick.items()
+            if v is not None
+            and k != "tick_id"
+            and (not k.startswith(("agent_", "user_")) or k == "user_transcript")
+        }
+        found: list[tuple[str, Any]] = []
+        for side, role in (("agent", "assistant"), ("user", "user")):
+            chunk = tick.get(f"{side}_chunk")
+            calls = tick.get(f"{side}_tool_calls") or None
+            results = tick.get(f"{side}_tool_results") or []
+            if chunk is not None and not isinstance(chunk, dict):
+                raise ValueError(f"{where}.{side}_chunk must be a message object, got {type(chunk).__name__}")
+            if not isinstance(results, list):
+                raise ValueError(f"{where}.{side}_tool_results must be a list, got {type(results).__name__}")
+            if chunk or calls:
+                message = {k: v for k, v in (chunk or {}).items() if v is not None}
+                if message.get("tool_calls"):
+                    message["chunk_tool_calls"] = message["tool_calls"]
+                message.update(role=role, tool_calls=calls)
+                message.setdefault("timestamp", tick.get("timestamp"))
+                found.append((f"{where}.{side}_chunk", message))
+            found.extend((f"{where}.{side}_tool_results[{j}]", r) for j, r in enumerate(results))
+        for n, (at, message) in enumerate(found):
+            if isinstance(message, dict):
+                marks = {"tick_id": tick.get("tick_id")} | ({"tick": own} if n == 0 and own else {})
+                found[n] = (at, message | marks)
+        if not found and any(k != "timestamp" for k in own):
+            idle.append({"tick_id": tick.get("tick_id"), **own})
+        located.extend(found)
+    stamps = [m.get("timestamp") if isinstance(m, dict) else None for _, m in located]
+    if all(isinstance(stamp, str) for stamp in stamps):
+        order = sorted(range(len(located)), key=stamps.__getitem__)
+        located = [located[k] for k in order]
+    return located, idle
+
+
+@lru_cache(maxsize=8)
+def _metadata(path: str, mtime_ns: int, size: int) -> dict[str, Any] | None:
+    """A run's results file parsed without its simulations, if it is tau2 run metadata (cached: every
+    simulation file of a run reads the same one; the file's time and size key the cache)."""
+    try:
+        document = loads(Path(path).read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(document, dict) or not isinstance(document.get("info"), dict):
+        return None
+    if "agent_info" not in document["info"] or not isinstance(document.get("tasks"), list):
+        return None
+    return {k: v for k, v in document.items() if k != "simulations"}
+
+
+def _run_metadata(simulation: Path) -> tuple[Path, dict[str, Any]]:
+    """The metadata file of the run a dir-layout simulation file belongs to, and its fields.
+
+    Raises:
+        _NoContext: the file is not in a ``simulations/`` folder, or no single metadata file is beside it.
+    """
+    folder = simulation.parent
+    if folder.name != SIMULATIONS_DIR:
+        raise _NoContext(
+            "$",
+            f"a tau2-bench simulation file is read with its run's {RESULTS_FILE}, from the run's "
+            f"'{SIMULATIONS_DIR}/' folder; this one is in {folder.name!r}",
+        )
+    found = []
+    for path in sorted(folder.parent.glob("*.json")):
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        fields = _metadata(str(path), stat.st_mtime_ns, stat.st_size) if path.is_file() else None
+        if fields is not None:
+            found.append((path, fields))
+    indexed = [
+        (path, fields)
+        for path, fields in found
+        if any(
+            isinstance(entry, dict) and entry.get("id") == simulation.stem
+            for entry in fields.get("simulation_index") or []
+        )
+    ]
+    for choice in (indexed, [m for m in found if m[0].name == RESULTS_FILE], found):
+        if len(choice) == 1:
+            return choice[0]
+    if not found:
+        raise _NoContext(
+            "$",
+            f"no tau2-bench run metadata ({RESULTS_FILE} with 'info' and 'tasks') beside the "
+            f"'{SIMULATIONS_DIR}/' folder in {folder.parent.name!r}: the simulation has no run to belong to",
+        )
+    names = ", ".join(path.name for path, _ in found)
+    raise _NoContext(
+        "$",
+        f"several tau2-bench run metadata files beside '{SIMULATIONS_DIR}/' ({names}) "
+        "and none indexes this simulation",
+    )
+
+
+class Tau2BenchSimulation(Tau2BenchResults):
+    """One ``simulations/<id>.json`` of tau2-bench's "dir" results layout → a trajectory of the run that the
+    ``results.json`` beside the folder describes (that file gives the run's tasks; this one its rollout)."""
+
+    @classmethod
+    def sniff(cls, source: SourceFile) -> bool:
+        if not source.is_json_document():
+            return False
+        head = source.head()
+        if not head.lstrip().startswith(b"{") or not all(
+            key in head for key in (b'"task_id"', b'"termination_reason"', b'"start_time"')
+        ):
+            return False  # SimulationRun dumps id, task_id, timestamp, start_time, ... first
+        try:
+            document = source.document
+        except ValueError:
+            return source.path.parent.name == SIMULATIONS_DIR  # damaged: read() reports why
+        return (
+            isinstance(document, dict)
+            and isinstance(document.get("id"), str)
+            and "task_id" in document
+            and "termination_reason" in document
+            and ("messages" in document or "ticks" in document)
+        )
+
+    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
+        try:
+            path, fields = _run_metadata(source.path)
+            run, domain, policy = _run_context(path, fields)
+        except _NoContext as exc:
+            yield self.quarantine(exc.locator, str(exc), source.data)
+            return
+        try:
+            document = source.document
+        except ValueError as exc:
+            yield self.quarantine("$", f"invalid tau2-bench simulation file: {exc}", source.data)
+            return
+        try:
+            yield self._bundle(source, run, domain, policy, "$", document)
+        except (ValueError, TypeError) as exc:
+            yield self.quarantine("$", str(exc), source.data)
