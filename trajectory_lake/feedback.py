@@ -25,13 +25,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
-
-import polars as pl
-from deltalake import Field
+from typing import TYPE_CHECKING, Any
 
 from trajectory_lake._hashing import content_sha256, stable_id
-from trajectory_lake.lake import Lake, conform
+from trajectory_lake.dependencies import lazy_import
 from trajectory_lake.records import (
     CANDIDATE_KINDS,
     make_candidate,
@@ -41,6 +38,15 @@ from trajectory_lake.records import (
     make_trajectory,
 )
 from trajectory_lake.schema import KEYS, schema_of
+
+if TYPE_CHECKING:
+    import deltalake
+    import polars as pl
+
+    from trajectory_lake.lake import Lake
+else:  # the service imports this module for ServedCandidate and FeedbackWrite, with or without a lake
+    pl = lazy_import("polars", feature="feedback to the lake")
+    deltalake = lazy_import("deltalake", feature="feedback to the lake")
 
 __all__ = [
     "SERVED_HARNESS",
@@ -272,7 +278,7 @@ def _add_missing_columns(lake: Lake, table: str) -> None:
     present = set(dt.schema().to_arrow().names)
     missing = [f for f in schema_of(table) if f.name not in present]
     if missing:
-        dt.alter.add_columns([Field.from_arrow(f) for f in missing])
+        dt.alter.add_columns([deltalake.Field.from_arrow(f) for f in missing])
 
 
 def _unique(table: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -292,6 +298,8 @@ def write_feedback(lake: Lake, feedback: Feedback) -> FeedbackWrite:
     Returns:
         How many new rows each table got, the event id, and the lake ids of the served candidates.
     """
+    from trajectory_lake.lake import conform
+
     lake.create()
     _add_missing_columns(lake, "rerank_events")
     rows = feedback_rows(feedback, ingest_id=stable_id("feedback", feedback.request_id, feedback.event_id))

@@ -25,13 +25,18 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
-
-import polars as pl
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, Literal
 
 from trajectory_lake._hashing import canonical_json
-from trajectory_lake.lake import Lake
+from trajectory_lake.dependencies import lazy_import
+
+if TYPE_CHECKING:
+    import polars as pl
+    import pyarrow as pa
+
+    from trajectory_lake.lake import Lake
+else:  # value_model imports this module (task_bucket, SliceSpec) where the lake may be absent
+    pl = lazy_import("polars", feature="lake slices")
 
 __all__ = [
     "SLICE_TABLES",
