@@ -26,13 +26,18 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
-
-from trajectory_lake import Lake
+from trajectory_lake.dependencies import lazy_import
 from trajectory_lake.slices import SliceSpec, resolve_slice, scan_slice, task_bucket
 from value_model.serialize import render_action
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from trajectory_lake import Lake
+else:  # importing value_model must not need the lake's packages (serving a local model, GPU checks)
+    pl = lazy_import("polars", feature="training examples (value_model.data)")
 
 __all__ = [
     "STEP_COLUMNS",

@@ -41,11 +41,11 @@ import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import polars as pl
 
+from trajectory_lake.dependencies import lazy_import
 from value_model.metrics import (
     auroc,
     best_at_k_curve,
@@ -56,6 +56,11 @@ from value_model.metrics import (
     patch_length_scores,
     reliability_bins,
 )
+
+if TYPE_CHECKING:
+    import polars as pl
+else:  # only evaluate_candidates reads a frame; evaluate_scores takes sequences
+    pl = lazy_import("polars", feature="evaluate_candidates (a polars frame of candidates)")
 
 __all__ = [
     "EvaluationOptions",

@@ -15,13 +15,16 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import mlflow
-from mlflow import MlflowClient
-from mlflow.exceptions import MlflowException
-
+from trajectory_lake.dependencies import lazy_import
 from trajectory_lake.paths import harvest_home
+
+if TYPE_CHECKING:
+    import mlflow
+    from mlflow import MlflowClient
+else:  # a local model directory resolves without MLflow (serving where it is not installed)
+    mlflow = lazy_import("mlflow", feature="the MLflow registry (models:/ and runs:/ URIs, logging a run)")
 
 __all__ = ["ModelNotFoundError", "RegisteredModel", "log_and_register", "resolve_model", "tracking_uri"]
 
@@ -69,7 +72,7 @@ def _experiment_id(client: MlflowClient, name: str, uri: str) -> str:
         location = (harvest_home() / "mlartifacts").as_uri()
     try:
         return client.create_experiment(name, artifact_location=location)
-    except MlflowException:  # created concurrently
+    except mlflow.exceptions.MlflowException:  # created concurrently
         return client.get_experiment_by_name(name).experiment_id
 
 
@@ -102,7 +105,7 @@ def log_and_register(
 
     uri = tracking_uri(uri)
     mlflow.set_tracking_uri(uri)
-    client = MlflowClient(tracking_uri=uri)
+    client = mlflow.MlflowClient(tracking_uri=uri)
     experiment_id = _experiment_id(client, experiment, uri)
     with mlflow.start_run(experiment_id=experiment_id) as run:
         mlflow.log_params({k: v for k, v in params.items()})
@@ -148,7 +151,7 @@ def resolve_model(model: str, *, uri: str | None = None, dst: str | Path | None 
         uri = tracking_uri(uri)
         mlflow.set_tracking_uri(uri)
         if model.startswith("models:/"):
-            facts.update(_registry_facts(MlflowClient(tracking_uri=uri), model))
+            facts.update(_registry_facts(mlflow.MlflowClient(tracking_uri=uri), model))
         local = _download(model, uri, facts, Path(dst) if dst else None)
     else:
         local = Path(model).expanduser()
@@ -169,7 +172,7 @@ def _registry_facts(client: MlflowClient, model: str) -> dict[str, Any]:
         else:
             name, _, number = ref.partition("/")
             version = client.get_model_version(name, number)
-    except MlflowException as exc:
+    except mlflow.exceptions.MlflowException as exc:
         raise ModelNotFoundError(f"no registered model {model!r}: {exc.message}") from exc
     return {"name": version.name, "version": str(version.version), "run_id": version.run_id}
 
@@ -197,5 +200,5 @@ def _download(model: str, uri: str, facts: dict[str, Any], dst: Path | None) -> 
 def _fetch(model: str, uri: str, target: Path) -> Path:
     try:
         return Path(mlflow.artifacts.download_artifacts(artifact_uri=model, dst_path=str(target), tracking_uri=uri))
-    except MlflowException as exc:
+    except mlflow.exceptions.MlflowException as exc:
         raise ModelNotFoundError(f"cannot load {model!r} from {uri}: {exc.message}") from exc

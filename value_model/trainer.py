@@ -35,16 +35,16 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import polars as pl
 import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.fsdp import FSDPModule, fully_shard
 from transformers import get_linear_schedule_with_warmup
 
+from trajectory_lake.dependencies import lazy_import
 from value_model._runtime import Runtime, autocast, gather, resolve_device
 from value_model.batching import plan_epoch, rank_share
 from value_model.config import TrainConfig
@@ -62,6 +62,11 @@ from value_model.metrics import (
 )
 from value_model.model import ValueModel
 from value_model.serialize import Serialized, encode_serialized, serialize_examples, with_reasoning
+
+if TYPE_CHECKING:
+    import polars as pl
+else:  # fit reads polars frames; ValueModel and the training step it runs need no polars
+    pl = lazy_import("polars", feature="value_model.fit (training on polars frames)")
 
 __all__ = [
     "TrainResult", "backbone_dtype", "baselines", "evaluate_frame", "fit", "fit_combiner", "td_targets_of",
