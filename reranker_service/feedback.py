@@ -22,11 +22,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reranker_service.exceptions import RequestNotFoundError
-from trajectory_lake import Lake
 from trajectory_lake.feedback import Feedback, FeedbackWrite, ServedCandidate, resolve_task_id, write_feedback
+
+if TYPE_CHECKING:
+    from trajectory_lake import Lake
 
 __all__ = ["FeedbackRecorder", "ServedLog", "ServedRequest"]
 

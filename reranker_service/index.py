@@ -22,14 +22,22 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import polars as pl
 
 from reranker_service.backends import Backend, ScoreInput
 from reranker_service.engine.batching import plan_batches
-from trajectory_lake import Lake
+from trajectory_lake.dependencies import lazy_import
+
+if TYPE_CHECKING:
+    import faiss
+    import polars as pl
+
+    from trajectory_lake import Lake
+else:  # the service imports this module whether or not neighbours are on
+    faiss = lazy_import("faiss", feature="the neighbour index (neighbors)")
+    pl = lazy_import("polars", feature="the neighbour index (neighbors)")
 
 __all__ = ["Neighbor", "NeighborIndex", "build_index", "index_key", "index_versions", "load_or_build_index"]
 
@@ -65,8 +73,6 @@ class NeighborIndex:
     """
 
     def __init__(self, vectors: np.ndarray, rows: pl.DataFrame, manifest: dict[str, Any]) -> None:
-        import faiss
-
         if len(vectors) != rows.height:
             raise ValueError(f"{len(vectors)} vectors for {rows.height} rows")
         self.manifest = manifest
@@ -118,8 +124,6 @@ class NeighborIndex:
 
     def save(self, directory: str | Path) -> Path:
         """Write the index (layout in the module docstring)."""
-        import faiss
-
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         faiss.write_index(self._index, str(directory / "index.faiss"))
@@ -134,8 +138,6 @@ class NeighborIndex:
         Raises:
             FileNotFoundError: ``directory`` holds no index.
         """
-        import faiss
-
         directory = Path(directory)
         if not (directory / "manifest.json").is_file():
             raise FileNotFoundError(f"no neighbour index in {directory}")

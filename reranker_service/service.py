@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from reranker_service.backends import Backend, ValueModelBackend
 from reranker_service.engine import EngineResult, RerankEngine
@@ -29,10 +29,12 @@ from reranker_service.feedback import FeedbackRecorder, ServedLog, ServedRequest
 from reranker_service.index import Neighbor, NeighborIndex, index_versions, load_or_build_index
 from reranker_service.metrics import ServiceMetrics
 from reranker_service.settings import Settings
-from trajectory_lake import Lake
-from trajectory_lake.feedback import FeedbackWrite
 from trajectory_lake.paths import harvest_home
 from trajectory_lake.records import normalise_tool_calls
+
+if TYPE_CHECKING:
+    from trajectory_lake import Lake
+    from trajectory_lake.feedback import FeedbackWrite
 
 __all__ = ["Ranking", "Reloaded", "RerankService", "steps_of_messages"]
 
@@ -159,7 +161,11 @@ class RerankService:
             tokenizer_workers=settings.tokenizer_workers,
             metrics=self.metrics,
         )
-        self.lake = Lake(settings.lake) if settings.lake else None
+        self.lake: Lake | None = None
+        if settings.lake:  # feedback and neighbours; the lake's packages are imported only then
+            from trajectory_lake import Lake
+
+            self.lake = Lake(settings.lake)
         self.served = ServedLog(settings.feedback_window, path=self._feedback_store())
         self.recorder = FeedbackRecorder(self.lake, self.served) if self.lake is not None else None
         self._index = _IndexState()
