@@ -6,8 +6,9 @@
 # Each part is cut by `timeout` and prints (and writes) its rows as it measures them, so a part that runs
 # out of time still reports what it did. Results go to $OUT (serve.md, serve.json, serve.log,
 # gpu_check.md, gpu_check.json, nvidia-smi.txt); without $OUT to ./gpu-results. Worst case about 8.5 min.
-# CPU rehearsal of the same path (tiny models, the GPU machine's missing packages replaced by placeholders):
-#   OUT=/tmp/gpu-smoke PYTHON=.venv/bin/python INSTALL_WHEELS=0 HARVEST_BENCH_ABSENT=polars,deltalake,mlflow,faiss \
+# Neither part needs polars, deltalake, MLflow or faiss, which the GPU machine lacks (the tests check this:
+# tests/reranker_service/test_without_lake_packages.py). CPU rehearsal of the same path, with tiny models:
+#   OUT=/tmp/gpu-smoke PYTHON=.venv/bin/python INSTALL_WHEELS=0 \
 #   SERVE_ARGS="--device cpu --model qwen3-4b --tiny" CHECK_ARGS="--tiny --steps 1" bash benchmarks/gpu_all.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -36,14 +36,8 @@ import torch
 from transformers import Qwen3Config, Qwen3Model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(1, str(Path(__file__).resolve().parent))
 
-# The GPU machine lacks polars/deltalake/MLflow, which value_model's package imports but this check never
-# calls: placeholders stand in for them there (and only where they are missing).
-from _absent import install
-
-install()
-
+# Needs torch and transformers only: value_model imports polars, deltalake and MLflow on first use.
 from value_model._runtime import autocast
 from value_model.model import ValueModel
 

@@ -15,7 +15,7 @@ rm -rf .gpu && mkdir -p .gpu/wheels .gpu/tokenizer .gpu/swebench-lite
 pins=$("$PY" - <<'PYEOF'
 from importlib.metadata import version
 names = ["fastapi", "starlette", "pydantic", "pydantic-core", "annotated-types", "typing-inspection",
-         "typing-extensions", "uvicorn", "httptools", "opentelemetry-api"]
+         "typing-extensions", "uvicorn", "httptools", "opentelemetry-api", "msgspec"]
 print(" ".join(f"{n}=={version(n)}" for n in names))
 PYEOF
 )

@@ -28,8 +28,8 @@ served at ``--max-length`` 2048 with GPU-sized batches (``--max-batch-tokens`` 6
 and ``harvest serve`` load that same artefact on the same device in the same dtype, and the table
 prints the largest difference between the values the two return for the same requests.
 ``--tiny`` runs the same path with a 2-layer Qwen3 and a handful of requests: a CPU smoke run of the
-GPU benchmark. Packages that the serving path imports but never calls here (polars, deltalake,
-MLflow, faiss) are replaced by placeholders when they are not installed (``benchmarks/_absent.py``).
+GPU benchmark. Serving a local model directory needs torch, transformers and the web stack only:
+polars, deltalake, MLflow and faiss are imported when a lake, the registry or neighbours are used.
 ``benchmarks/gpu_all.sh`` runs this and ``gpu_check.py`` on a GPU machine in one bounded command.
 
 ``--threads`` (default 1) pins torch to that many threads in every server: on a small shared machine
@@ -156,9 +156,6 @@ def decoder_artefact(
 
 def _server_main(argv: Sequence[str]) -> None:
     """``serve.py _server KIND PORT [MODEL_DIR DEVICE MAX_BATCH_TOKENS]``: run one server until killed."""
-    from _absent import install
-
-    install()
     import uvicorn
 
     kind, port = argv[0], int(argv[1])
@@ -724,9 +721,6 @@ def main() -> None:
     args = parser.parse_args()
     # ``timeout`` (gpu_all.sh) sends SIGTERM: unwind, so the server processes are stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    from _absent import install
-
-    absent = install()
     import torch
 
     global THREADS
@@ -773,7 +767,6 @@ def main() -> None:
         "section_1_model": names[model],
         "section_2_model": names[decoder],
         "max_batch_tokens": max_batch_tokens,
-        "placeholders_for": absent,
         "tiny": args.tiny,
         "quick": args.quick,
     }
