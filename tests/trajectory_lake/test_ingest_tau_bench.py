@@ -424,3 +424,102 @@ class TestTauBenchOtherAgents:
         assert json.loads(row["extra"])["error"] == "RateLimitError"
         assert lake.read("candidates").filter(pl.col("trajectory_id") == row["trajectory_id"]).height == 0
         assert lake.read("outcomes").height == 3  # reward, resolved, reward.db of the ReAct rollout only
+
+
+class TestTauBenchClaudeAndActShapes:
+    """Shapes of upstream agents the sample does not show, built around the real task 1 record: the v0
+    Claude agent's Anthropic content blocks (``claude_function_calling_agent.py``: no system message,
+    ``tool_use`` / ``tool_result`` blocks, ``</thinking>`` before the reply) and an Act agent whose
+    ``Action:`` is not JSON (``chat_react_agent.py`` then sends the text after ``Action:`` to the user)."""
+
+    @pytest.fixture
+    def lake(self, records, tmp_path) -> Lake:
+        task = _record(records, 1, 0)
+        claude = {
+            "task_id": 1,
+            "trial": 0,
+            "reward": 1.0,
+            "info": task["info"],
+            "traj": [
+                {"role": "user", "content": "Hi, I want to cancel reservation Z7GOZK."},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "text", "text": "<thinking>Look it up first.</thinking>"},
+                        {
+                            "type": "tool_use",
+                            "id": "toolu_01A",
+                            "name": "get_reservation_details",
+                            "input": {"reservation_id": "Z7GOZK"},
+                        },
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": "toolu_01A", "content": "Error: not found"}
+                    ],
+                },
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "text", "text": "<thinking>Tell them.</thinking>\nI cannot find it."}
+                    ],
+                },
+                {"role": "user", "content": "###STOP###"},
+            ],
+        }
+        act = {
+            "task_id": 1,
+            "trial": 1,
+            "reward": 0.0,
+            "info": task["info"],
+            "traj": [
+                {
+                    "role": "system",
+                    "content": task["traj"][0]["content"] + "\n#Available tools\n[]\n# Instruction",
+                },
+                {"role": "user", "content": "Hi, I want to cancel reservation Z7GOZK."},
+                {"role": "assistant", "content": "Action:\nSure, which reservation?", "tool_calls": None},
+                {"role": "user", "content": "###STOP###"},
+            ],
+        }
+        lake = Lake(tmp_path / "lake")
+        ingest([_write(tmp_path / "run" / "claude-3-opus-airline.json", [claude, act])], lake)
+        return lake
+
+    def test_a_tool_use_block_is_the_steps_tool_call_and_its_result_a_tool_step(self, lake):
+        steps = _steps(lake, 1, 0)
+        assert steps["role"].to_list() == ["user", "assistant", "tool", "assistant", "user"]
+        call_step = steps.row(1, named=True)
+        (call,) = call_step["tool_calls"]
+        assert (call["id"], call["name"], json.loads(call["arguments"])) == (
+            "toolu_01A",
+            "get_reservation_details",
+            {"reservation_id": "Z7GOZK"},
+        )
+        assert call_step["content"] == "<thinking>Look it up first.</thinking>"
+        result = steps.row(2, named=True)
+        assert (result["tool_call_id"], result["content"], result["is_error"]) == (
+            "toolu_01A",
+            "Error: not found",
+            True,
+        )
+        extra = json.loads(result["extra"])
+        assert extra["role_in_source"] == "user"
+        assert extra["content_blocks"][0]["type"] == "tool_result"
+
+    def test_the_claude_answer_is_the_reply_after_thinking_with_the_failed_call(self, lake):
+        assert json.loads(_candidate(lake, 1, 0)["content"]) == {
+            "actions": [
+                {"name": "get_reservation_details", "arguments": {"reservation_id": "Z7GOZK"}, "error": True}
+            ],
+            "final_message": "I cannot find it.",
+        }
+        assert _outcomes(lake, 1, 0)["resolved"] == 1.0
+
+    def test_an_act_reply_that_is_not_json_is_the_text_after_action(self, lake):
+        assert json.loads(_candidate(lake, 1, 1)["content"]) == {
+            "actions": [],
+            "final_message": "Sure, which reservation?",
+        }

@@ -15,7 +15,13 @@ Documented structure (sierra-research/tau-bench ``tau_bench/types.py``, ``run.py
 
 A task that raised is written as ``info = {"error", "traceback"}`` with ``traj = []`` and reward 0.
 ReAct / Act agents keep plain assistant text (``Thought: ... Action: {"name", "arguments"}``) and
-feed observations back as ``user`` messages prefixed ``API output:``.
+feed observations back as ``user`` messages prefixed ``API output:``; an ``Action:`` that is not JSON
+was sent to the user as the text after ``Action:``. The first (v0) Claude agent kept Anthropic
+messages: no system message, assistant ``content`` blocks ``[{"type": "text"}, {"type": "tool_use",
+"id", "name", "input"}]`` and the result as a ``user`` message of one ``tool_result`` block
+(``tool_use_id``, ``content``, ``is_error``?); its reply is the first text block after ``</thinking>``.
+Those become the step's tool calls and a ``tool`` step (``role_in_source: user`` and the blocks kept in
+``extra``).
 
 Mapping (domain ``assistant``):
 
@@ -487,7 +493,9 @@ class TauBenchResults(Adapter):
         if "error" in info and not traj:
             return bundle  # the harness crashed: its 0.0 is not an evaluation of an answer
         candidate = make_candidate(
-            trajectory, kind="answer", content=answer_content(_final_message(steps), agent_actions(steps))
+            trajectory,
+            kind="answer",
+            content=answer_content(_final_message(steps, traj), agent_actions(steps)),
         )
         bundle.add("candidates", candidate)
         bundle.extend(
@@ -543,6 +551,9 @@ def _tool_names(record: Mapping[str, Any]) -> set[str]:
                     names.add(fn["name"])
             if message.get("role") == "tool" and isinstance(message.get("name"), str):
                 names.add(message["name"])
+            for block in _anthropic_blocks(message.get("content")) or []:
+                if block["type"] == "tool_use" and isinstance(block.get("name"), str):
+                    names.add(block["name"])
     info = record.get("info")
     task = info.get("task") if isinstance(info, dict) else None
     for action in (task.get("actions") if isinstance(task, dict) else None) or []:
@@ -610,29 +621,52 @@ def _step(trajectory: Mapping[str, Any], index: int, message: Any) -> dict[str, 
     role, content = message.get("role"), message.get("content")
     if not isinstance(role, str) or not role:
         raise ValueError(f"traj[{index}].role must be a non-empty string, got {role!r}")
-    if isinstance(content, list):  # content parts (multimodal messages): kept as their JSON text
+    extra = {k: v for k, v in message.items() if k not in _MAPPED_MESSAGE_KEYS and v is not None}
+    blocks = _anthropic_blocks(content)
+    block_calls: list[dict[str, str | None]] | None = None
+    tool_call_id = message.get("tool_call_id")
+    is_error = None
+    if blocks is not None:  # the v0 Claude agent's Anthropic messages: content blocks, not OpenAI fields
+        extra["content_blocks"] = blocks
+        results = [b for b in blocks if b["type"] == "tool_result"]
+        if role == "user" and len(results) == 1 == len(blocks):
+            role, tool_call_id = "tool", results[0].get("tool_use_id")
+            extra["role_in_source"] = "user"
+            content = _block_text(results[0].get("content"))
+            is_error = bool(results[0].get("is_error")) or (
+                isinstance(content, str) and content.startswith(_ERROR_PREFIXES)
+            )
+        else:
+            content = _block_text(blocks)
+        block_calls = [
+            {
+                "id": b.get("id"),
+                "name": b.get("name"),
+                "arguments": json.dumps(b.get("input"), ensure_ascii=False),
+            }
+            for b in blocks
+            if b["type"] == "tool_use"
+        ] or None
+    elif isinstance(content, list):  # content parts (multimodal messages): kept as their JSON text
         content = json.dumps(content, ensure_ascii=False)
     if content is not None and not isinstance(content, str):
         raise ValueError(f"traj[{index}].content must be text, got {type(content).__name__}")
     try:
-        tool_calls = normalise_tool_calls(message.get("tool_calls"))
+        tool_calls = normalise_tool_calls(message.get("tool_calls")) or block_calls
     except ValueError as exc:
         raise ValueError(f"traj[{index}].tool_calls: {exc}") from None
     for call in tool_calls or []:
         if not isinstance(call["name"], str) or not call["name"]:
             raise ValueError(f"traj[{index}].tool_calls: a tool call has no function name")
-    extra = {k: v for k, v in message.items() if k not in _MAPPED_MESSAGE_KEYS and v is not None}
     if role == "assistant" and tool_calls is None and isinstance(content, str):
         action = _react_action(content)
         if action and action[0] != RESPOND_ACTION:
             arguments = json.dumps(action[1], ensure_ascii=False)
             tool_calls = [{"id": None, "name": action[0], "arguments": arguments}]
             extra["tool_calls_parsed_from"] = "react_action"
-    is_error = None
-    if role == "tool":
+    if role == "tool" and is_error is None:
         is_error = isinstance(content, str) and content.startswith(_ERROR_PREFIXES)
     reasoning = message.get("reasoning_content")
-    tool_call_id = message.get("tool_call_id")
     return make_step(
         trajectory,
         index,
@@ -646,19 +680,63 @@ def _step(trajectory: Mapping[str, Any], index: int, message: Any) -> dict[str, 
     )
 
 
-def _final_message(steps: Sequence[Mapping[str, Any]]) -> str | None:
-    """The last thing the agent said to the user (a plain assistant message, or a ReAct ``respond``)."""
+def _anthropic_blocks(content: Any) -> list[dict[str, Any]] | None:  # noqa: ANN401 - any JSON value
+    """``content`` if it is a list of Anthropic content blocks that carry a tool use or result, else ``None``.
+
+    tau-bench's first Claude agent (``claude_function_calling_agent.py``) kept Anthropic messages:
+    ``{"role": "assistant", "content": [{"type": "text", "text"}, {"type": "tool_use", "id", "name",
+    "input"}]}`` and ``{"role": "user", "content": [{"type": "tool_result", "tool_use_id", "content"}]}``.
+    """
+    if not isinstance(content, list) or not content:
+        return None
+    if not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in content):
+        return None
+    if not any(b["type"] in ("tool_use", "tool_result") for b in content):
+        return None
+    return content
+
+
+def _block_text(content: Any) -> str | None:  # noqa: ANN401 - any JSON value
+    """The text of a block list (its ``text`` blocks, joined), a string as it is, else its JSON text."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text"]
+        if all(isinstance(t, str) for t in texts):
+            return "\n".join(texts) if texts else None
+    return json.dumps(content, ensure_ascii=False)
+
+
+def _is_react(traj: Sequence[Any]) -> bool:
+    """Whether the rollout is a ReAct / Act agent's: its system prompt is ``wiki + "\\n#Available tools\\n" +
+    tools JSON + instruction`` (``chat_react_agent.py``)."""
+    first = traj[0] if traj and isinstance(traj[0], dict) else {}
+    content = first.get("content")
+    return first.get("role") == "system" and isinstance(content, str) and "\n#Available tools\n" in content
+
+
+def _final_message(steps: Sequence[Mapping[str, Any]], traj: Sequence[Any] = ()) -> str | None:
+    """The last thing the agent said to the user: a plain assistant message, a ReAct ``respond`` (or, as
+    ``chat_react_agent`` does when the ``Action:`` is not JSON, the text after ``Action:``), or the first
+    text block of a Claude message after any ``</thinking>`` (as the v0 Claude agent sent it)."""
     said = None
-    for step in steps:
+    react = _is_react(traj)
+    for index, step in enumerate(steps):
         if step["role"] != "assistant" or not isinstance(step["content"], str):
             continue
         if step["tool_calls"]:
             continue
+        raw = traj[index].get("content") if index < len(traj) and isinstance(traj[index], dict) else None
+        blocks = raw if isinstance(raw, list) else None
         action = _react_action(step["content"])
         if action and action[0] == RESPOND_ACTION:
             arguments = action[1]
             text = arguments.get("content") if isinstance(arguments, dict) else None
             said = text if isinstance(text, str) else json.dumps(arguments, ensure_ascii=False)
+        elif blocks and isinstance(blocks[0], dict) and isinstance(blocks[0].get("text"), str):
+            said = blocks[0]["text"].split("</thinking>")[-1].strip()
+        elif react and "Action:" in step["content"]:
+            said = step["content"].split("Action:")[-1].strip()
         elif step["content"].strip():
             said = step["content"]
     return said
