@@ -2,7 +2,9 @@
 
 The group lives here; every package contributes subcommands through the ``harvest.commands`` entry
 point group (see ``pyproject.toml``), so the command line never makes this package import the
-packages to its right. Subcommands are thin: they parse flags, call the library, and print.
+packages to its right. Subcommands are thin: they parse flags, call the library, and print. The
+lake's packages (polars, deltalake) load when a lake command runs, not with the group: ``harvest serve``
+of a local model directory runs where they are not installed.
 """
 
 from __future__ import annotations
@@ -11,15 +13,17 @@ import json
 import logging
 import sys
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+import trajectory_lake
 from trajectory_lake.exceptions import LakeError
-from trajectory_lake.ingest import ingest
-from trajectory_lake.lake import Lake
 from trajectory_lake.paths import default_lake_uri
 from trajectory_lake.schema import TABLE_NAMES
+
+if TYPE_CHECKING:
+    from trajectory_lake.lake import Lake
 
 __all__ = ["dataclass_options", "lake_option", "main", "open_lake", "storage_option"]
 
@@ -58,7 +62,7 @@ def storage_option(func: Any) -> Any:  # noqa: ANN401 - a click command
 
 def open_lake(lake_uri: str | None, storage_options: tuple[str, ...] = ()) -> Lake:
     """The lake a command works on."""
-    return Lake(lake_uri or default_lake_uri(), storage_options=_parse_storage_options(storage_options))
+    return trajectory_lake.Lake(lake_uri or default_lake_uri(), storage_options=_parse_storage_options(storage_options))
 
 
 @click.command("ingest")
@@ -79,7 +83,7 @@ def ingest_command(
     """Ingest harness files or directories (format detected by content) into the lake."""
     lake = open_lake(lake_uri, storage_options)
     try:
-        report = ingest(list(paths), lake, max_raw_bytes=max_raw_bytes, workers=workers,
+        report = trajectory_lake.ingest(list(paths), lake, max_raw_bytes=max_raw_bytes, workers=workers,
                         commit_bytes=commit_mb << 20 if commit_mb else None)
     except FileNotFoundError as exc:
         raise click.ClickException(str(exc)) from exc

@@ -99,6 +99,15 @@ attempt("service_lake", serve_with_lake)
 attempt("registry", lambda: ValueModelBackend.load("models:/harvest-value@champion"))
 attempt("neighbour_index", read_neighbour_index)
 
+# -- the command line: `harvest serve` loads without the lake's packages ----------------------------
+from click.testing import CliRunner
+
+from trajectory_lake.cli import main
+
+served = CliRunner().invoke(main, ["serve", "--help"])
+report["cli_serve_help"] = {"exit_code": served.exit_code, "output": served.output}
+attempt("cli_lake", lambda: main.main(["lake", "versions", "--lake", str(work / "lake")], standalone_mode=False))
+
 report["imported"] = sorted(n for n, m in sys.modules.items() if n.split(".")[0] in HIDDEN and m is not None)
 print(json.dumps(report))
 """
@@ -135,6 +144,10 @@ class TestServingWithoutLakePackages:
         assert report["v2"]["status"] == 200, report["v2"]
         assert sorted(r["index"] for r in report["v2"]["body"]["results"]) == [0, 1, 2, 3]
 
+    def test_harvest_serve_loads_its_command(self, report):
+        served = report["cli_serve_help"]
+        assert served["exit_code"] == 0 and "--model" in served["output"], served
+
     def test_none_of_the_hidden_packages_was_imported(self, report):
         assert report["imported"] == []
 
@@ -148,6 +161,7 @@ class TestFeaturesThatNeedAHiddenPackage:
             ("service_lake", "polars"),
             ("registry", "mlflow"),
             ("neighbour_index", "faiss"),
+            ("cli_lake", "polars"),
         ],
     )
     def test_using_it_raises_an_import_error_naming_the_package(self, report, feature, package):

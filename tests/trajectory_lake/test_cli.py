@@ -94,11 +94,11 @@ class TestIngestCommand:
         assert lake.history("candidates")[0]["harvest.ingest_id"] == report["ingest_id"]
 
     def test_ingest_commit_mb_reaches_the_ingest(self, harvest, shared_data, tmp_path, monkeypatch):
-        import trajectory_lake.cli as cli
+        import trajectory_lake
 
         seen = {}
-        real = cli.ingest
-        monkeypatch.setattr(cli, "ingest", lambda *a, **kw: seen.update(kw) or real(*a, **kw))
+        real = trajectory_lake.ingest
+        monkeypatch.setattr(trajectory_lake, "ingest", lambda *a, **kw: seen.update(kw) or real(*a, **kw))
         _ok(_run(harvest, "ingest", str(shared_data / CANDIDATES), "--lake", str(tmp_path / "l"), "--commit-mb", "64"))
         assert seen["commit_bytes"] == 64 << 20
         assert Lake(tmp_path / "l").read("candidates").height == N_CANDIDATES
