@@ -346,6 +346,27 @@ class TestLargeLogs:
         assert sum(len(e["failed_calls"]) for e in extras) == 1
         assert sum(len(e["calls_off_chain"]) for e in extras) == 1
 
+    def test_a_log_rotated_between_the_passes_is_quarantined_not_a_crash(self, log, tmp_path, monkeypatch):
+        # copytruncate-style rotation after the first pass: the records are no longer where they were.
+        monkeypatch.setattr(openai_chat, "_HOLD_BYTES", 0)
+        adapter, original = openai_chat.OpenAIChatLog, openai_chat.OpenAIChatLog._bundles
+        rotated = log.read_bytes()
+
+        def rotate_then_bundle(self, *args, **kwargs):
+            log.write_bytes(rotated[len(rotated) // 3:])
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(adapter, "_bundles", rotate_then_bundle)
+        lake = Lake(tmp_path / "lake")
+        report = ingest([log], lake)
+
+        assert unreconciled(report) == {}
+        assert report.counts["trajectories"].written == 0
+        changed = lake.read("quarantine").filter(pl.col("error").str.contains("the file changed while it was read"))
+        # Every conversation (the one without message text too): each re-read record fails its digest.
+        assert changed.height == 8
+        assert report.counts["trajectories"].quarantined == 8 + 1  # + the line that was never JSON
+
     def test_a_streamed_log_holds_one_conversation_at_a_time(self, first, tmp_path, monkeypatch):
         records = [c for index in range(24) for c in _conversation(first, f"task {index}", 12)]
         path = _write_jsonl(tmp_path / "calls.jsonl", records)

@@ -162,13 +162,15 @@ class _Seen:
     answer: bytes | None  # digest of the normalised response, ``None`` without one
     ended_at: datetime | None
     error: str | None
+    raw: bytes | None = None  # digest of the record's bytes, when it is to be re-read from the file
 
     @classmethod
-    def of(cls, call: _Call, where: _Where) -> _Seen:
+    def of(cls, call: _Call, where: _Where, raw: bytes | None = None) -> _Seen:
         answer = call.norm_response
         return cls(
             locator=call.locator,
             where=where,
+            raw=None if raw is None else _raw_digest(raw),
             key=call.key(),
             n_messages=len(call.messages),
             request=_digests(call.norm)[-1],
@@ -180,6 +182,10 @@ class _Seen:
     @property
     def order(self) -> float:
         return self.ended_at.timestamp() if self.ended_at else 0.0
+
+
+def _raw_digest(raw: bytes) -> bytes:
+    return hashlib.blake2b(raw, digest_size=16).digest()
 
 
 def _digests(norms: list[str]) -> list[bytes]:
@@ -450,28 +456,37 @@ class OpenAIChatLog(Adapter):
             except (ValueError, TypeError, AttributeError) as exc:
                 yield self.quarantine(locator, str(exc), raw)
                 continue
-            seen = _Seen.of(call, where)
+            seen = _Seen.of(call, where, None if hold else raw)
             conversations.setdefault(seen.key, []).append(seen)
             if hold:
                 call.source_name = source.path.name
                 held[locator] = call
 
         def fetch(seen: _Seen) -> _Call:
-            """The whole call ``seen`` was taken from (re-read and re-parsed unless held)."""
+            """The whole call ``seen`` was taken from (re-read and re-parsed unless held).
+
+            Raises:
+                ValueError: the record's bytes are not those the first pass read (the file was rewritten
+                    or truncated in between, e.g. by a log rotation; appending is harmless).
+            """
             if seen.locator in held:
                 return held[seen.locator]
-            call = _parse_call(self._record_at(source, seen.where)[1], seen.locator)
+            raw = self._raw_at(source, seen.where)
+            if seen.raw is not None and _raw_digest(raw) != seen.raw:
+                raise ValueError(f"the file changed while it was read: {seen.locator} is no longer the record "
+                                 "first read there")
+            call = _parse_call(self._record_at(source, seen.where, raw)[1], seen.locator)
             call.source_name = source.path.name
             return call
 
         # Second pass: one conversation at a time, from its longest call and the calls that produced it.
         for key, members in conversations.items():
             leaf_seen = max(members, key=lambda c: (c.n_messages, c.answer is not None, c.order))
-            leaf = fetch(leaf_seen)
             try:
+                leaf = fetch(leaf_seen)
                 bundles = list(self._bundles(source, group, key, leaf, leaf_seen, members, fetch))
             except (ValueError, TypeError, AttributeError) as exc:
-                yield self.quarantine(leaf.locator, str(exc), self._record_at(source, leaf_seen.where)[0])
+                yield self.quarantine(leaf_seen.locator, str(exc), self._raw_at(source, leaf_seen.where))
                 continue
             yield from bundles
 
@@ -497,16 +512,26 @@ class OpenAIChatLog(Adapter):
                 number, raw, value, offset = item
                 yield f"line {number}", raw, value, (offset, len(raw))
 
-    @staticmethod
-    def _record_at(source: SourceFile, where: _Where) -> tuple[bytes, Any]:
-        """``(raw, record)`` of the call record at ``where`` (``-1``: the whole document)."""
+    @classmethod
+    def _record_at(cls, source: SourceFile, where: _Where, raw: bytes | None = None) -> tuple[bytes, Any]:
+        """``(raw, record)`` of the call record at ``where`` (``-1``: the whole document), parsing ``raw``
+        when it is given (the bytes :meth:`_raw_at` read there).
+
+        Raises:
+            ValueError: the bytes there are no longer JSON.
+        """
         if isinstance(where, tuple):
-            raw = source.read_at(*where)
+            raw = source.read_at(*where) if raw is None else raw
             return raw, loads(raw)
         if where < 0:
             return source.data, source.document
         value = source.document[where]
         return json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"), value
+
+    @classmethod
+    def _raw_at(cls, source: SourceFile, where: _Where) -> bytes:
+        """The bytes of the call record at ``where``, as they are in the file now."""
+        return source.read_at(*where) if isinstance(where, tuple) else cls._record_at(source, where)[0]
 
     def _bundles(
         self,
