@@ -105,14 +105,7 @@ class AiderResult(Adapter):
         return isinstance(document.get("all_results"), list) or sum(k in document for k in _AIDER_KEYS) >= 3
 
     def hints(self, source: SourceFile) -> dict[str, str]:
-        try:
-            document = source.document
-        except ValueError:
-            return {}
-        hints = {"harness": HARNESS}
-        if isinstance(document, dict) and isinstance(document.get("model_name_or_path"), str):
-            hints["model"] = document["model_name_or_path"]
-        return hints
+        return _hints(source, model_key="model_name_or_path")
 
     def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
         try:
@@ -281,6 +274,18 @@ class AiderResult(Adapter):
                     make_outcome(candidate, name=name, value=value, source="harness", evaluator="swe-bench"),
                 )
         return bundle
+
+
+def _hints(source: SourceFile, *, model_key: str) -> dict[str, str]:
+    """The run hints of an aider file: the harness, and the model its ``model_key`` field names."""
+    try:
+        document = source.document
+    except ValueError:
+        return {}
+    hints = {"harness": HARNESS}
+    if isinstance(document, dict) and isinstance(document.get(model_key), str):
+        hints["model"] = document[model_key]
+    return hints
 
 
 def _same_attempt(result: dict[str, Any], chosen: dict[str, Any]) -> bool:
@@ -467,8 +472,8 @@ class AiderBenchmarkResult(Adapter):
     with the instructions as prompt (the transcript's first user message, else ``.docs/``); the steps are
     the transcript's (as for the SWE-bench results above); the candidate (kind ``answer``) is the model's
     last reply (the edits the final test run checked; empty without a transcript) and is labelled
-    ``resolved`` (the last try's tests passed) and ``resolved_first_try``. Files starting with a dot are
-    skipped when a directory is ingested: name these files explicitly.
+    ``resolved`` (the last try's tests passed) and ``resolved_first_try``. Ingesting a directory finds
+    these files although their names start with a dot (hidden folders are not searched).
     """
 
     name: ClassVar[str] = "aider-benchmark"
@@ -493,14 +498,7 @@ class AiderBenchmarkResult(Adapter):
         )
 
     def hints(self, source: SourceFile) -> dict[str, str]:
-        try:
-            document = source.document
-        except ValueError:
-            return {}
-        hints = {"harness": HARNESS}
-        if isinstance(document, dict) and isinstance(document.get("model"), str):
-            hints["model"] = document["model"]
-        return hints
+        return _hints(source, model_key="model")
 
     def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
         try:
