@@ -344,3 +344,169 @@ class TestAtifMalformed:
         (row,) = lake.read("quarantine").to_dicts()
         assert row["locator"] == "verifier/reward.txt"
         assert row["error"] == "atif: verifier reward.txt must hold one number, got 'n/a'"
+
+
+def _v17_trajectory() -> dict[str, Any]:
+    """An ATIF-v1.7 document as Harbor's models dump it: ``trajectory_id`` instead of ``session_id``, a
+    ``task`` subagent embedded in ``subagent_trajectories`` and referenced from the observation by
+    ``trajectory_id``, and a multimodal (ContentPart) observation in the subagent."""
+    return {
+        "schema_version": "ATIF-v1.7",
+        "trajectory_id": "traj-main-01",
+        "agent": {"name": "claude-code", "version": "2.1.0", "model_name": "claude-sonnet-4-5"},
+        "steps": [
+            {"step_id": 1, "source": "user", "message": "Fix the failing test in /app."},
+            {
+                "step_id": 2,
+                "source": "agent",
+                "message": "",
+                "llm_call_count": 1,
+                "tool_calls": [
+                    {
+                        "tool_call_id": "call_task",
+                        "function_name": "Task",
+                        "arguments": {"prompt": "Find it."},
+                    }
+                ],
+                "observation": {
+                    "results": [
+                        {
+                            "source_call_id": "call_task",
+                            "content": "Found in tests/test_x.py",
+                            "subagent_trajectory_ref": [{"trajectory_id": "traj-sub-01"}],
+                        }
+                    ]
+                },
+            },
+            {"step_id": 3, "source": "agent", "message": "Fixed the assertion in tests/test_x.py."},
+        ],
+        "final_metrics": {"total_prompt_tokens": 900, "total_completion_tokens": 120, "total_steps": 3},
+        "subagent_trajectories": [
+            {
+                "schema_version": "ATIF-v1.7",
+                "trajectory_id": "traj-sub-01",
+                "agent": {"name": "claude-code-subagent", "version": "2.1.0"},
+                "steps": [
+                    {"step_id": 1, "source": "user", "message": "Find it."},
+                    {
+                        "step_id": 2,
+                        "source": "agent",
+                        "message": "",
+                        "tool_calls": [
+                            {
+                                "tool_call_id": "call_grep",
+                                "function_name": "Grep",
+                                "arguments": {"pattern": "assert"},
+                            }
+                        ],
+                        "observation": {
+                            "results": [
+                                {
+                                    "source_call_id": "call_grep",
+                                    "content": [
+                                        {"type": "text", "text": "tests/test_x.py:3"},
+                                        {
+                                            "type": "image",
+                                            "source": {"media_type": "image/png", "path": "shot.png"},
+                                        },
+                                    ],
+                                }
+                            ]
+                        },
+                    },
+                    {"step_id": 3, "source": "agent", "message": "Found in tests/test_x.py"},
+                ],
+            }
+        ],
+    }
+
+
+class TestAtifV17:
+    """ATIF-v1.7 (harbor ``Trajectory``: ``session_id`` optional, ``subagent_trajectories`` embedded) in a
+    Harbor trial, and the reward shapes a trial result may carry."""
+
+    @pytest.fixture
+    def v17(self, tmp_path) -> tuple[Lake, Path]:
+        trial = _copy_trial(PASSED, tmp_path / "job")
+        (trial / "agent" / "trajectory.json").write_text(json.dumps(_v17_trajectory()), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([trial], lake)
+        assert report.total("quarantined") == 0
+        return lake, trial
+
+    def test_a_trajectory_without_a_session_id_is_read_by_its_trajectory_id(self, v17):
+        lake, _ = v17
+        main = lake.read("trajectories").filter(pl.col("source_format") == "atif:ATIF-v1.7").sort("n_steps")
+        assert main.height == 2
+        (parent,) = [r for r in main.to_dicts() if "subagent_of" not in json.loads(r["extra"])]
+        extra = json.loads(parent["extra"])
+        assert extra["trajectory_id"] == "traj-main-01"
+        assert extra["subagent_trajectories"] == [{"trajectory_id": "traj-sub-01", "session_id": None}]
+        assert parent["task_id"] == "terminal-bench/hello-world"
+        assert parent["tokens"] == 120
+
+    def test_an_embedded_subagent_is_its_own_trajectory_of_the_same_task_and_run(self, v17):
+        lake, _ = v17
+        rows = {json.loads(r["extra"]).get("trajectory_id"): r for r in lake.read("trajectories").to_dicts()}
+        parent, sub = rows["traj-main-01"], rows["traj-sub-01"]
+        assert (sub["task_id"], sub["run_id"]) == (parent["task_id"], parent["run_id"])
+        assert sub["trajectory_id"] != parent["trajectory_id"]
+        sub_extra = json.loads(sub["extra"])
+        assert sub_extra["agent"]["name"] == "claude-code-subagent"
+        steps = lake.read("steps").filter(pl.col("trajectory_id") == sub["trajectory_id"]).sort("step_index")
+        assert steps["role"].to_list() == ["user", "assistant", "tool", "assistant"]
+        (call,) = steps.row(1, named=True)["tool_calls"]
+        assert (call["id"], call["name"], json.loads(call["arguments"])) == (
+            "call_grep",
+            "Grep",
+            {"pattern": "assert"},
+        )
+        parts = json.loads(steps.row(2, named=True)["content"])  # an image part keeps the parts whole
+        assert [p["type"] for p in parts] == ["text", "image"]
+        assert parts[1]["source"]["path"] == "shot.png"
+
+    def test_only_the_trial_trajectory_carries_the_reward(self, v17):
+        lake, _ = v17
+        (outcome,) = lake.read("outcomes").to_dicts()
+        parent = (
+            lake.read("trajectories")
+            .filter(pl.col("trajectory_id") == outcome["trajectory_id"])
+            .row(0, named=True)
+        )
+        assert json.loads(parent["extra"])["trajectory_id"] == "traj-main-01"
+        assert outcome["value"] == 1.0
+        answers = dict(lake.read("candidates").select("trajectory_id", "content").iter_rows())
+        assert answers[outcome["trajectory_id"]] == "Fixed the assertion in tests/test_x.py."
+
+    def test_a_malformed_subagent_is_quarantined_while_its_parent_ingests(self, tmp_path):
+        trial = _copy_trial(PASSED, tmp_path / "job")
+        document = _v17_trajectory()
+        document["subagent_trajectories"][0]["steps"][1]["source"] = "robot"
+        (trial / "agent" / "trajectory.json").write_text(json.dumps(document), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([trial], lake)
+        (row,) = lake.read("quarantine").to_dicts()
+        assert row["locator"] == "$.subagent_trajectories[0].steps[1].source"
+        assert lake.read("trajectories").height == 1
+        assert lake.read("outcomes")["value"].to_list() == [1.0]
+
+    def test_a_single_reward_of_an_older_trial_result_labels_the_trial(self, tmp_path):
+        trial = _copy_trial(PASSED, tmp_path / "job")
+        (trial / "verifier" / "reward.txt").unlink()
+        result = json.loads((trial / "result.json").read_text())
+        result["verifier_result"] = {"reward": 0.0, "data": None}
+        (trial / "result.json").write_text(json.dumps(result))
+        lake = Lake(tmp_path / "lake")
+        ingest([trial], lake)
+        assert dict(lake.read("outcomes").select("name", "value").iter_rows()) == {"reward": 0.0}
+
+    def test_a_null_reward_adds_no_outcome_and_no_quarantine(self, tmp_path):
+        trial = _copy_trial(PASSED, tmp_path / "job")
+        (trial / "verifier" / "reward.txt").unlink()
+        result = json.loads((trial / "result.json").read_text())
+        result["verifier_result"] = {"rewards": {"reward": None, "tests_passed": 3}}
+        (trial / "result.json").write_text(json.dumps(result))
+        lake = Lake(tmp_path / "lake")
+        ingest([trial], lake)
+        assert dict(lake.read("outcomes").select("name", "value").iter_rows()) == {"tests_passed": 3.0}
+        assert lake.read("quarantine").height == 0

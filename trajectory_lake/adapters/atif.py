@@ -37,7 +37,14 @@ Mapping (one trajectory file = one trajectory):
   leaves beside ``trajectory.json`` (continuations, subagents) are trajectories of the same trial,
   told apart by their file name, and carry no reward;
 * without a trial around it, the run is the agent (name and version) and the task is identified by a
-  hash of the first user message: ``task_id_for("atif", sha256(prompt)[:16])``.
+  hash of the first user message: ``task_id_for("atif", sha256(prompt)[:16])``;
+* ATIF-v1.7 makes ``session_id`` optional beside ``trajectory_id`` and embeds delegated subagents' whole
+  trajectories in ``subagent_trajectories`` (referenced from observations by ``trajectory_id``): each
+  embedded one becomes its own trajectory of the same run and task (``subagent_of`` and its own
+  ``agent`` in ``extra``; no reward), and the parent's ``extra`` names them by id. A malformed subagent
+  is quarantined at its path while the parent ingests;
+* a trial result's ``verifier_result.rewards`` may hold ``null`` (nothing measured: no outcome), and
+  Harbor's predecessor wrote one ``verifier_result.reward``; both are read.
 
 :class:`HarborTrialFile` recognises a trial's ``result.json`` and its verifier reward file: they are
 read by the trajectory's adapter (their three directories never form one run group), so alone they
@@ -119,28 +126,54 @@ class AtifTrajectory(Adapter):
         trial = _Trial.around(source.path)
         yield from (self.quarantine(locator, error, raw) for locator, error, raw in trial.problems)
         try:
-            yield self._bundle(source, trial)
+            document = source.document
+            if not isinstance(document, dict):
+                raise _Malformed("$", f"expected a JSON object, got {type(document).__name__}")
+            bundle, parent = self._bundle(source, trial, document)
         except (ValueError, TypeError) as exc:  # _Malformed (a ValueError) knows where; invalid JSON is "$"
             yield self.quarantine(getattr(exc, "locator", "$"), str(exc), source.data)
+            return
+        yield bundle
+        # ATIF-v1.7 embeds delegated subagents' trajectories: each is a trajectory of the same rollout.
+        subagents = document.get("subagent_trajectories") or []
+        for index, subagent in enumerate(subagents if isinstance(subagents, list) else []):
+            root = f"$.subagent_trajectories[{index}]"
+            try:
+                if not isinstance(subagent, dict):
+                    raise _Malformed(root, f"a subagent trajectory must be an object, got {subagent!r:.80}")
+                yield self._bundle(source, trial, subagent, root=root, parent=parent)[0]
+            except (ValueError, TypeError) as exc:
+                yield self.quarantine(getattr(exc, "locator", root), str(exc), _raw(subagent))
 
-    def _bundle(self, source: SourceFile, trial: _Trial) -> Bundle:
-        document = source.document
-        if not isinstance(document, dict):
-            raise _Malformed("$", f"expected a JSON object, got {type(document).__name__}")
-        session_id = _required_str(document, "session_id", "$")
+    def _bundle(
+        self,
+        source: SourceFile,
+        trial: _Trial,
+        document: dict[str, Any],
+        *,
+        root: str = "$",
+        parent: _Parent | None = None,
+    ) -> tuple[Bundle, _Parent]:
+        """The records of one ATIF trajectory object: the file's (``root`` ``$``) or one embedded in it."""
+        # session_id is required up to v1.6; v1.7 makes it optional beside trajectory_id.
+        session_id = _optional_str(document, "session_id", root)
+        trajectory_ref = _optional_str(document, "trajectory_id", root)
         agent = document.get("agent")
         if not isinstance(agent, dict):
-            raise _Malformed("$.agent", f"agent must be an object, got {agent!r}")
-        agent_name = _required_str(agent, "name", "$.agent")
-        agent_version = _optional_str(agent, "version", "$.agent")
-        agent_model = _optional_str(agent, "model_name", "$.agent")
+            raise _Malformed(f"{root}.agent", f"agent must be an object, got {agent!r}")
+        agent_name = _required_str(agent, "name", f"{root}.agent")
+        agent_version = _optional_str(agent, "version", f"{root}.agent")
+        agent_model = _optional_str(agent, "model_name", f"{root}.agent")
         steps = document.get("steps")
         if not isinstance(steps, list):
-            raise _Malformed("$.steps", f"steps must be a list, got {type(steps).__name__}")
-        _required_str(document, "schema_version", "$")
+            raise _Malformed(f"{root}.steps", f"steps must be a list, got {type(steps).__name__}")
+        if parent is None:
+            schema = _required_str(document, "schema_version", root)
+        else:
+            schema = _optional_str(document, "schema_version", root) or parent.schema
         specs: list[dict[str, Any]] = []
         for index, step in enumerate(steps):
-            specs.extend(_step_rows(step, f"$.steps[{index}]"))
+            specs.extend(_step_rows(step, f"{root}.steps[{index}]"))
 
         result = trial.result or {}
         config = _obj(result.get("config"))
@@ -149,7 +182,9 @@ class AtifTrajectory(Adapter):
         benchmark = _str_or_none(result.get("source"))
         task_name = _str_or_none(result.get("task_name"))
         prompt = _first_message(steps, "user")
-        task_id, domain = _task_identity(task_name, benchmark, prompt, session_id)
+        task_id, domain = _task_identity(
+            task_name, benchmark, prompt, session_id or trajectory_ref or f"sha256:{source.sha256}"
+        )
         run = make_run(
             name=trial.job_name(config) or " ".join(p for p in (agent_name, agent_version) if p),
             harness=agent_name,
@@ -170,19 +205,31 @@ class AtifTrajectory(Adapter):
         trial_name = _str_or_none(result.get("trial_name")) or trial.name
         # Harbor agents may leave more ATIF files in agent/ (continuations, subagents): each is its own
         # trajectory of the trial, and only the trial's trajectory.json carries the trial's reward.
-        main = trial.dir is None or source.path.name == MAIN_FILE
-        identity = trial_name or _str_or_none(document.get("trajectory_id")) or session_id
+        main = (trial.dir is None or source.path.name == MAIN_FILE) and parent is None
+        identity = trial_name or trajectory_ref or session_id or f"sha256:{source.sha256}"
+        attempt_key = identity if main else f"{identity}/{source.path.name}"
+        if parent is not None:  # the same task and run as the trajectory that delegated to it
+            run, task_id, domain = parent.run, parent.task_id, parent.domain
+            attempt_key = f"{parent.attempt_key}/subagent/{trajectory_ref or session_id or root}"
         total_completion = _int_or_none(
-            final.get("total_completion_tokens"), "$.final_metrics.total_completion_tokens"
+            final.get("total_completion_tokens"), f"{root}.final_metrics.total_completion_tokens"
         )
+        extra = {
+            k: v for k, v in document.items() if k not in ("schema_version", "session_id", "agent", "steps")
+        }
+        if isinstance(extra.get("subagent_trajectories"), list):  # each is its own trajectory: name them here
+            extra["subagent_trajectories"] = [
+                {k: sub.get(k) for k in ("trajectory_id", "session_id")} if isinstance(sub, dict) else sub
+                for sub in extra["subagent_trajectories"]
+            ]
         trajectory = make_trajectory(
             run=run,
             task_id=task_id,
             domain=domain,
-            source_format=f"{self.name}:{document['schema_version']}",
+            source_format=f"{self.name}:{schema}",
             source_uri=source.uri,
             source_sha256=source.sha256,
-            attempt=_attempt(identity if main else f"{identity}/{source.path.name}"),
+            attempt=_attempt(attempt_key),
             exit_status=trial.exit_status(),
             n_steps=len(specs),
             tokens=total_completion
@@ -199,12 +246,12 @@ class AtifTrajectory(Adapter):
                 "session_id": session_id,
                 "trial_name": trial_name,
                 "task_name": task_name,
-                **{
-                    k: v
-                    for k, v in document.items()
-                    if k not in ("schema_version", "session_id", "agent", "steps")
-                },
-                "trial_result": {k: v for k, v in result.items() if k != "config"} or None,
+                **extra,
+                # a subagent keeps its own agent here (its run is the parent's) and names its parent
+                **({"subagent_of": parent.attempt_key, "agent": agent} if parent is not None else {}),
+                "trial_result": ({k: v for k, v in result.items() if k != "config"} or None)
+                if parent is None
+                else None,
                 "reward_file": trial.reward_file if main else None,
             },
         )
@@ -212,22 +259,23 @@ class AtifTrajectory(Adapter):
             make_step(trajectory, index, **{k: v for k, v in spec.items() if k != "cost"})
             for index, spec in enumerate(specs)
         ]
-        bundle = Bundle(locator="$", priority=self.rank)
+        bundle = Bundle(locator=root, priority=self.rank)
         bundle.add("runs", run)
         bundle.add("trajectories", trajectory)
         bundle.extend("steps", rows)
-        bundle.add(
-            "tasks",
-            make_task(
-                task_id=task_id,
-                domain=domain,
-                prompt=prompt,
-                benchmark=benchmark,
-                instance_id=task_name,
-                metadata=_task_metadata(result),
-                source_uri=source.uri,
-            ),
-        )
+        if parent is None:
+            bundle.add(
+                "tasks",
+                make_task(
+                    task_id=task_id,
+                    domain=domain,
+                    prompt=prompt,
+                    benchmark=benchmark,
+                    instance_id=task_name,
+                    metadata=_task_metadata(result),
+                    source_uri=source.uri,
+                ),
+            )
         candidate = make_candidate(trajectory, kind="answer", content=_final_answer(steps))
         bundle.add("candidates", candidate)
         verifier_times = _obj(result.get("verifier"))
@@ -245,7 +293,24 @@ class AtifTrajectory(Adapter):
                     recorded_at=recorded_at,
                 ),
             )
-        return bundle
+        return bundle, _Parent(
+            run=run, task_id=task_id, domain=domain, attempt_key=attempt_key, schema=schema
+        )
+
+
+@dataclass(frozen=True)
+class _Parent:
+    """What an embedded subagent trajectory takes from the trajectory it is embedded in."""
+
+    run: dict[str, Any]
+    task_id: str
+    domain: str
+    attempt_key: str
+    schema: str
+
+
+def _raw(value: Any) -> bytes:  # noqa: ANN401 - any JSON value
+    return json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
 
 
 class HarborTrialFile(Adapter):
@@ -342,10 +407,15 @@ class _Trial:
             else:
                 if isinstance(result, dict):
                     self.result = result
-                    verifier = result.get("verifier_result")
-                    rewards = verifier.get("rewards") if isinstance(verifier, dict) else None
+                    verifier = _obj(result.get("verifier_result"))
+                    rewards = verifier.get("rewards")
                     if isinstance(rewards, dict):
                         self._take_rewards(rewards, "result.json:verifier_result.rewards", raw)
+                    elif rewards is None and verifier.get("reward") is not None:
+                        # Harbor's predecessor (sandboxes) wrote one reward: {"reward": float | None, ...}
+                        self._take_rewards(
+                            {"reward": verifier["reward"]}, "result.json:verifier_result.reward", raw
+                        )
                 else:
                     self.problems.append(("result.json", "trial result must be a JSON object", raw))
         for name in _REWARD_FILES:
@@ -364,6 +434,8 @@ class _Trial:
 
     def _take_rewards(self, rewards: Mapping[str, Any], where: str, raw: bytes) -> None:
         for name, value in rewards.items():
+            if value is None:
+                continue  # Harbor's VerifierResult allows a null reward: nothing was measured
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                 self.problems.append((where, f"reward {name!r} must be a finite number, got {value!r}", raw))
                 continue
@@ -395,11 +467,7 @@ def _is_reward_file(source: SourceFile) -> bool:
 
     A bare number carries no format marker, so the file's place in the trial is part of what identifies it.
     """
-    if (
-        source.path.name not in _REWARD_FILES
-        or source.path.parent.name != "verifier"
-        or source.size > 4096
-    ):
+    if source.path.name not in _REWARD_FILES or source.path.parent.name != "verifier" or source.size > 4096:
         return False
     try:
         rewards = _parse_reward(source.data, json_file=source.path.name.endswith(".json"))
