@@ -510,3 +510,36 @@ class TestAtifV17:
         ingest([trial], lake)
         assert dict(lake.read("outcomes").select("name", "value").iter_rows()) == {"tests_passed": 3.0}
         assert lake.read("quarantine").height == 0
+
+
+class TestHarborTrialConfig:
+    """``<trial>/config.json``: Harbor's ``TrialPaths.config_path``, the ``TrialConfig`` that ``result.json``
+    repeats under ``config``."""
+
+    def _with_config(self, tmp_path: Path) -> Path:
+        trial = _copy_trial(PASSED, tmp_path / "job")
+        config = json.loads((trial / "result.json").read_text())["config"]
+        (trial / "config.json").write_text(json.dumps(config, indent=4), encoding="utf-8")
+        return trial
+
+    def test_a_trial_config_repeated_by_the_result_is_recognised_and_adds_nothing(self, tmp_path):
+        trial = self._with_config(tmp_path)
+        lake = Lake(tmp_path / "lake")
+        report = ingest([trial], lake)
+        assert report.sources[(trial / "config.json").resolve().as_uri()] == "harbor-trial"
+        assert report.total("quarantined") == 0
+        (run,) = lake.read("runs").to_dicts()
+        assert json.loads(run["config"])["harbor"]["agent"]["name"] == "terminus-2"
+        assert lake.read("outcomes")["value"].to_list() == [1.0]
+
+    def test_a_trial_config_without_its_result_is_quarantined_with_the_reason(self, tmp_path):
+        trial = self._with_config(tmp_path)
+        (trial / "result.json").unlink()
+        lake = Lake(tmp_path / "lake")
+        ingest([trial / "config.json"], lake)
+        (row,) = lake.read("quarantine").to_dicts()
+        assert (
+            "Harbor trial config of trial 'hello-world__Ab3dE5f' is not repeated by a result.json"
+            in row["error"]
+        )
+        assert row["raw"] == (trial / "config.json").read_bytes()

@@ -96,6 +96,7 @@ _INSTANCE_LIKE = re.compile(r"^[A-Za-z0-9_.-]+__[A-Za-z0-9_.-]+-\d+$")
 _SCHEMA_MARK = re.compile(rb'^\s*\{\s*"schema_version"\s*:\s*"ATIF-v')
 EVALUATOR = "harbor-verifier"
 MAIN_FILE = "trajectory.json"
+CONFIG_FILE = "config.json"
 
 
 class AtifTrajectory(Adapter):
@@ -314,12 +315,15 @@ def _raw(value: Any) -> bytes:  # noqa: ANN401 - any JSON value
 
 
 class HarborTrialFile(Adapter):
-    """A Harbor trial's ``result.json`` or ``verifier/reward.{txt,json}``: read with the trial's trajectory.
+    """A Harbor trial's ``result.json``, ``verifier/reward.{txt,json}`` or ``config.json`` (the trial's
+    ``TrialConfig``): read with the trial's trajectory.
 
     Alone they add nothing: :class:`AtifTrajectory` reads them from the trajectory's trial directory
     (Harbor keeps the three in three directories, which never share a run group). When the trial has no
     ATIF trajectory (the agent failed before writing one), the file is quarantined with that reason,
-    so the reward is not dropped without a trace.
+    so the reward is not dropped without a trace. ``config.json`` is the ``config`` that ``result.json``
+    repeats: it adds nothing when the trial's result holds the same config, and is quarantined with the
+    reason otherwise (a trial cut short before its result was written).
     """
 
     name: ClassVar[str] = "harbor-trial"
@@ -332,6 +336,11 @@ class HarborTrialFile(Adapter):
         if not source.is_json_document():
             return False
         head = source.head(4096)
+        if source.path.name == CONFIG_FILE and b'"trials_dir"' in head:
+            try:
+                return _is_trial_config(source.document)
+            except ValueError:
+                return False
         if b'"trial_name"' not in head or b'"task_name"' not in head:
             return False  # TrialResult starts with id, task_name, trial_name
         try:
@@ -342,9 +351,25 @@ class HarborTrialFile(Adapter):
 
     def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
         trial_dir = source.path.parent.parent if _is_reward_file(source) else source.path.parent
+        if source.path.name == CONFIG_FILE and not _is_reward_file(source):
+            trial = _Trial(dir=trial_dir)
+            trial._read()
+            if trial.result is not None and trial.result.get("config") == source.document:
+                if _trajectory_in(trial_dir) is not None:
+                    return  # result.json repeats it, and the trajectory's adapter reads result.json
+            else:
+                yield self.quarantine(
+                    "$",
+                    f"Harbor trial config of trial {trial_dir.name!r} is not repeated by a result.json "
+                    "beside it (the trial ended before its result was written?): nothing else holds it",
+                    source.data,
+                )
+                return
         if _trajectory_in(trial_dir) is not None:
             return  # the trajectory's adapter reads this file with it
         what = "verifier reward" if _is_reward_file(source) else "trial result"
+        if source.path.name == CONFIG_FILE and not _is_reward_file(source):
+            what = "trial config"
         yield self.quarantine(
             "$",
             f"Harbor {what} of trial {trial_dir.name!r} has no ATIF trajectory beside it "
@@ -474,6 +499,18 @@ def _is_reward_file(source: SourceFile) -> bool:
     except ValueError:
         return False
     return all(isinstance(v, int | float) and not isinstance(v, bool) for v in rewards.values())
+
+
+def _is_trial_config(document: Any) -> bool:  # noqa: ANN401 - any JSON value
+    """Harbor's ``TrialConfig`` as a trial writes it to ``config.json``: ``{task, trials_dir, agent,
+    environment, verifier, job_id, trial_name, ...}``."""
+    return (
+        isinstance(document, dict)
+        and isinstance(document.get("task"), dict)
+        and isinstance(document.get("agent"), dict)
+        and "trials_dir" in document
+        and ("trial_name" in document or "job_id" in document)
+    )
 
 
 def _is_trial_result(document: dict[str, Any]) -> bool:
