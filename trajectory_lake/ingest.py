@@ -53,6 +53,9 @@ PARALLEL_MIN_BYTES = 32 << 20
 # A JSONL file larger than this, whose lines are independent records, is read in line-aligned parts of
 # about this size: a single huge file then streams (and spreads over the readers) like many small ones.
 PART_BYTES = 128 << 20
+# A table's staged rows larger than this are written to Delta in chunks of this size and committed at
+# once (Lake.append_stream's chunk_bytes): delta-rs holds part of what one write gets until its commit.
+WRITE_CHUNK_BYTES = 256 << 20
 _HASH_CHUNK = 8 << 20
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Tables written per ingest, in this order (parents before children only for readability: ids make
@@ -181,11 +184,11 @@ def ingest(
         parallel_min_bytes: inputs smaller than this are read in this process whatever ``workers``.
         part_bytes: a JSONL file of independent records larger than this is read in line-aligned parts
             of about this size (same rows, same locators), so no file is ever held whole.
-        commit_bytes: by default each table gets one commit per ingest, and delta-rs' writer holds a
-            share of the rows it commits in memory (delta-io/delta-rs#3578), so the commit's peak grows
-            with the ingest. With a bound, the staged rows are committed whenever they reach this many
-            Arrow bytes: memory stays flat, at the price of several commits (all carrying this ingest's
-            id) per table. A crash between them is safe as ever: a re-run writes the missing rows.
+        commit_bytes: by default each table gets one commit per ingest (its rows written in chunks of
+            ``WRITE_CHUNK_BYTES``, so memory stays flat). With a bound, the staged rows are also committed
+            whenever they reach this many Arrow bytes, so that they become visible as the ingest goes,
+            at the price of several commits (all carrying this ingest's id) per table. A crash between
+            them is safe as ever: a re-run writes the missing rows.
 
     Returns:
         The :class:`IngestReport`.
@@ -597,11 +600,14 @@ class _Writer:
         self.staged_bytes = 0
 
     def _append_staged(self, table: str, metadata: dict[str, str]) -> None:
-        """One commit of ``table``'s staged rows (its writer closed), if it has any."""
+        """One commit of ``table``'s staged rows (its writer closed), if it has any; written in chunks when
+        they are large, so that memory stays bounded however many rows the one commit adds."""
         if table in self.writers:
-            with pa.OSFile(str(self.staging / f"{table}.arrows")) as handle:
+            path = self.staging / f"{table}.arrows"
+            chunk = WRITE_CHUNK_BYTES if path.stat().st_size > WRITE_CHUNK_BYTES else None
+            with pa.OSFile(str(path)) as handle:
                 self.report.versions[table] = self.lake.append_stream(table, pa.ipc.open_stream(handle),
-                                                                      metadata=metadata)
+                                                                      metadata=metadata, chunk_bytes=chunk)
 
     def commit(self) -> None:
         """Stage what is left, give every table its commit (its last one, with ``commit_bytes``), then log

@@ -12,17 +12,23 @@ for reproducible training slices.
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import polars as pl
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError as DeltaTableNotFound
+from deltalake.fs import DeltaStorageHandler
+from deltalake.transaction import AddAction
 
 from trajectory_lake.exceptions import SchemaMismatchError, TableNotFoundError
 from trajectory_lake.schema import KEYS, PARTITIONS, TABLE_NAMES, schema_of
@@ -210,18 +216,39 @@ class Lake:
 
     # -- writing --------------------------------------------------------------------------------
 
-    def append_stream(self, table: str, reader: pa.RecordBatchReader, *, metadata: Mapping[str, str] | None = None) -> int:
+    def append_stream(
+        self,
+        table: str,
+        reader: pa.RecordBatchReader,
+        *,
+        metadata: Mapping[str, str] | None = None,
+        chunk_bytes: int | None = None,
+    ) -> int:
         """Append a stream of record batches (already conforming to the schema) in one atomic commit,
         without holding them in memory.
+
+        delta-rs' writer keeps about half a byte per byte of Arrow it writes in one call until that call
+        commits (delta-io/delta-rs#3578), so one write of a huge stream grows with it. With
+        ``chunk_bytes``, the stream is written in chunks of about that many bytes, each by its own
+        delta-rs write into a staging table in a folder of this table (``harvest-staging-<id>/``), and
+        all the chunks' files (with the statistics delta-rs computed) are then added to the table by ONE
+        commit: memory is bounded by the chunk, and readers see the whole stream at once or not at all.
+        A crash before that commit leaves only unreferenced files, which ``vacuum`` deletes.
 
         Returns:
             The table version this commit created.
 
         Raises:
             SchemaMismatchError: the stream's schema is not the table's.
+            ValueError: ``chunk_bytes`` is not positive.
         """
         if not reader.schema.equals(schema_of(table)):
             raise SchemaMismatchError(f"stream does not fit table {table!r}: {reader.schema} != {schema_of(table)}")
+        commit = CommitProperties(custom_metadata=dict(metadata or {}), max_commit_retries=_MAX_COMMIT_RETRIES)
+        if chunk_bytes is not None:
+            if chunk_bytes < 1:
+                raise ValueError(f"chunk_bytes must be >= 1, got {chunk_bytes}")
+            return self._append_in_chunks(table, reader, commit, chunk_bytes)
         write_deltalake(
             self.table_uri(table),
             reader,
@@ -229,10 +256,40 @@ class Lake:
             target_file_size=_APPEND_FILE_BYTES,
             writer_properties=_WRITER_PROPERTIES,
             storage_options=self.storage_options,
-            commit_properties=CommitProperties(
-                custom_metadata=dict(metadata or {}), max_commit_retries=_MAX_COMMIT_RETRIES
-            ),
+            commit_properties=commit,
         )
+        return self.version(table)
+
+    def _append_in_chunks(self, table: str, reader: pa.RecordBatchReader, commit: CommitProperties,
+                          chunk_bytes: int) -> int:
+        """:meth:`append_stream` with ``chunk_bytes``: staged chunk writes, then one commit of their files."""
+        folder = f"harvest-staging-{uuid.uuid4().hex}"
+        staging = f"{self.table_uri(table)}/{folder}"
+        partitions = list(PARTITIONS.get(table, ())) or None
+        wrote = False
+        for chunk in _chunks(reader, chunk_bytes):
+            write_deltalake(
+                staging,
+                chunk,
+                mode="append",
+                partition_by=partitions,
+                configuration={**_TABLE_CONFIGURATION, "delta.dataSkippingStatsColumns": _STATS_COLUMNS[table]},
+                target_file_size=_APPEND_FILE_BYTES,
+                writer_properties=_WRITER_PROPERTIES,
+                storage_options=self.storage_options,
+            )
+            wrote = True
+        if not wrote:
+            return self.version(table)
+        files = pa.table(DeltaTable(staging, storage_options=self.storage_options).get_add_actions(flatten=False))
+        # The log holds paths URL-encoded (the file `benchmark=a%20b/x` is `benchmark=a%2520b/x` there), and so
+        # does get_add_actions; AddAction takes the file's own path and encodes it again.
+        actions = [_add_action(f"{folder}/{unquote(row['path'])}", row) for row in files.to_pylist()]
+        self.delta_table(table).create_write_transaction(
+            actions, mode="append", schema=schema_of(table), partition_by=partitions, commit_properties=commit
+        )
+        # The staging table's log is not the table's: its files now belong to the table's log.
+        DeltaStorageHandler(self.table_uri(table), self.storage_options).delete_dir(f"{folder}/_delta_log")
         return self.version(table)
 
     def merge_update(self, table: str, rows: pa.Table, *, key: str, only_if: str, metadata: Mapping[str, str]) -> int:
@@ -333,6 +390,54 @@ class _Maintenance:
             "last_operation": last.get("operation"),
             "last_commit": datetime.fromtimestamp(last["timestamp"] / 1000, tz=UTC).isoformat() if last else None,
         }
+
+
+def _chunks(reader: pa.RecordBatchReader, chunk_bytes: int) -> Iterator[pa.RecordBatchReader]:
+    """``reader``'s batches as consecutive readers of about ``chunk_bytes`` each (at least one batch),
+    streamed: each must be read to its end before the next is taken."""
+    batches = iter(reader)
+    pending = next(batches, None)
+
+    def take() -> Iterator[pa.RecordBatch]:
+        nonlocal pending
+        size = 0
+        while pending is not None and size < chunk_bytes:
+            batch, pending = pending, next(batches, None)
+            size += batch.nbytes
+            yield batch
+
+    while pending is not None:
+        yield pa.RecordBatchReader.from_batches(reader.schema, take())
+
+
+def _add_action(path: str, file: Mapping[str, Any]) -> AddAction:
+    """The add action of a file of a staging table (a row of ``get_add_actions(flatten=False)``), at ``path``."""
+    stats: dict[str, Any] = {"numRecords": file["num_records"]}
+    for column, name in (("min", "minValues"), ("max", "maxValues"), ("null_count", "nullCount")):
+        values = _stats_json(file.get(column) or {})
+        if values:
+            stats[name] = values
+    return AddAction(path=path, size=file["size_bytes"], partition_values=dict(file.get("partition") or {}),
+                     modification_time=file["modification_time"], data_change=True, stats=json.dumps(stats))
+
+
+def _stats_json(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Column statistics as the Delta log writes them: timestamps in ISO 8601 with milliseconds (UTC,
+    ``Z``), dates in ISO; a missing or non-finite value is left out (no statistic: no skipping)."""
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        if isinstance(value, Mapping):
+            value = _stats_json(value) or None
+        elif isinstance(value, datetime):
+            value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+            value = value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+        elif isinstance(value, date):
+            value = value.isoformat()
+        elif isinstance(value, float) and not math.isfinite(value):
+            value = None
+        if value is not None:
+            out[name] = value
+    return out
 
 
 def conform(table: str, rows: pa.Table | Iterable[Mapping[str, Any]]) -> pa.Table:

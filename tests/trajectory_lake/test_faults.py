@@ -19,9 +19,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 
 from trajectory_lake import KEYS, Lake, ingest
+from trajectory_lake.lake import conform
 
 pytestmark = pytest.mark.slow
 
@@ -135,6 +138,76 @@ class TestKillDashNine:
         clean = new_lake()
         ingest(sources, clean)
         got, want = _snapshot(lake), _snapshot(clean)
+        for table in DATA_TABLES:
+            assert got[table].equals(want[table]), table
+
+
+# Runs an ingest whose tables are all written in chunks, and SIGKILLs it in its N-th chunk write.
+_CRASHING_CHUNKED_INGEST = """
+import importlib, json, os, signal, sys
+from trajectory_lake import Lake, ingest
+lake_module, ingest_module = importlib.import_module("trajectory_lake.lake"), importlib.import_module("trajectory_lake.ingest")
+uri, options, after, *paths = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:]
+ingest_module.WRITE_CHUNK_BYTES = 1 << 10
+original, writes = lake_module.write_deltalake, []
+def crashing(table_uri, data, **kwargs):
+    if "harvest-staging-" in table_uri:
+        writes.append(table_uri)
+        if len(writes) == after:
+            os.kill(os.getpid(), signal.SIGKILL)
+    return original(table_uri, data, **kwargs)
+lake_module.write_deltalake = crashing
+ingest(paths, Lake(uri, storage_options=options or None))
+"""
+
+
+class TestChunkedCommits:
+    def test_a_stream_written_in_chunks_is_one_commit_of_every_row(self, new_lake, shared_data):
+        source = new_lake()
+        ingest([shared_data / "swebench-lite" / "tasks.jsonl"], source)
+        tasks = conform("tasks", source.read("tasks").to_arrow())
+        whole, chunked = new_lake().create(), new_lake().create()
+        for target, chunk in ((whole, None), (chunked, 16 << 10)):
+            reader = pa.RecordBatchReader.from_batches(tasks.schema, tasks.to_batches(max_chunksize=8))
+            assert target.append_stream("tasks", reader, metadata={"harvest.test": "1"}, chunk_bytes=chunk) == 1
+
+        assert chunked.read("tasks").sort("task_id").equals(whole.read("tasks").sort("task_id"))
+        assert chunked.history("tasks")[0]["harvest.test"] == "1"
+        assert chunked.maintenance.stats("tasks")["files"] > whole.maintenance.stats("tasks")["files"]
+        # Every file carries delta-rs' statistics, so a point query still skips files.
+        one = tasks["task_id"][17].as_py()
+        assert chunked.scan("tasks").filter(pl.col("task_id") == one).collect().height == 1
+        actions = pl.DataFrame(pa.table(chunked.delta_table("tasks").get_add_actions(flatten=True)))
+        assert actions["num_records"].sum() == tasks.num_rows and actions["min.task_id"].null_count() == 0
+        # The staging table is gone: its files belong to the table now.
+        staging = {Path(p).parts[0] for p in actions["path"].to_list()}
+        assert len(staging) == 1 and staging.pop().startswith("harvest-staging-")
+        assert not DeltaTable.is_deltatable(f"{chunked.table_uri('tasks')}/{Path(actions['path'][0]).parts[0]}",
+                                            storage_options=chunked.storage_options)
+
+    @pytest.mark.parametrize("after_writes", [1, 4])
+    def test_an_ingest_killed_between_chunk_writes_changes_nothing_and_reruns_clean(
+        self, new_lake, shared_data, after_writes
+    ):
+        sources = [str(shared_data / "swebench-lite" / "tasks.jsonl"), str(shared_data / "formats" / "mini-swe-agent")]
+        lake = new_lake()
+        proc = subprocess.run(
+            [sys.executable, "-c", _CRASHING_CHUNKED_INGEST, lake.uri, json.dumps(lake.storage_options or {}),
+             str(after_writes), *sources], env=_env(), capture_output=True, timeout=300,
+        )
+        assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+        clean = new_lake()
+        ingest(sources, clean)
+        want = _snapshot(clean)
+        # Each table holds all of its rows of the killed ingest (committed before the kill) or none: the
+        # chunks written before the kill are not in the table.
+        got = _snapshot(lake)
+        for table in DATA_TABLES:
+            assert got[table].height in (0, want[table].height), table
+            assert got[table].height == 0 or got[table].equals(want[table]), table
+        assert sum(frame.height for frame in got.values()) < sum(frame.height for frame in want.values())
+        ingest(sources, lake)
+        got = _snapshot(lake)
         for table in DATA_TABLES:
             assert got[table].equals(want[table]), table
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import polars as pl
@@ -105,3 +106,18 @@ def test_commit_bytes_bounds_a_commit_and_writes_the_same_rows(corpus, tmp_path)
 def test_commit_bytes_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="commit_bytes must be >= 1"):
         ingest([tmp_path], Lake(tmp_path / "lake"), commit_bytes=0)
+
+
+def test_large_staged_tables_are_written_in_chunks_and_still_committed_once(corpus, tmp_path, monkeypatch):
+    ingest_module = importlib.import_module("trajectory_lake.ingest")
+    once_lake, chunked_lake = Lake(tmp_path / "once"), Lake(tmp_path / "chunked")
+    once = ingest(corpus, once_lake, workers=1)
+    monkeypatch.setattr(ingest_module, "WRITE_CHUNK_BYTES", 4 << 10)
+    chunked = ingest(corpus, chunked_lake, workers=1, flush_bytes=256 << 10)  # staged in many batches
+
+    assert {t: vars(c) for t, c in chunked.counts.items()} == {t: vars(c) for t, c in once.counts.items()}
+    for table in (*DATA_TABLES, "quarantine"):
+        assert comparable_rows(chunked_lake, table).equals(comparable_rows(once_lake, table)), table
+        assert chunked_lake.version(table) == once_lake.version(table), table  # one commit per table
+    files = chunked_lake.maintenance.stats("steps")["files"]
+    assert files > once_lake.maintenance.stats("steps")["files"]  # written in several chunks
