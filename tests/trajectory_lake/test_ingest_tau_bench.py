@@ -484,8 +484,30 @@ class TestTauBenchClaudeAndActShapes:
                 {"role": "user", "content": "###STOP###"},
             ],
         }
+        failed = {
+            "task_id": 1,
+            "trial": 2,
+            "reward": 0.0,
+            "info": task["info"],
+            "traj": [
+                act["traj"][0],
+                act["traj"][1],
+                {
+                    "role": "assistant",
+                    "content": 'Thought:\nLook.\nAction:\n{"name": "get_reservation_details", '
+                    '"arguments": {"reservation_id": "ZZZZZZ"}}',
+                },
+                {"role": "user", "content": "API output: Error: reservation ZZZZZZ not found"},
+                {
+                    "role": "assistant",
+                    "content": 'Thought:\nSay so.\nAction:\n{"name": "respond", '
+                    '"arguments": {"content": "I could not find it."}}',
+                },
+                {"role": "user", "content": "###STOP###"},
+            ],
+        }
         lake = Lake(tmp_path / "lake")
-        ingest([_write(tmp_path / "run" / "claude-3-opus-airline.json", [claude, act])], lake)
+        ingest([_write(tmp_path / "run" / "claude-3-opus-airline.json", [claude, act, failed])], lake)
         return lake
 
     def test_a_tool_use_block_is_the_steps_tool_call_and_its_result_a_tool_step(self, lake):
@@ -522,4 +544,14 @@ class TestTauBenchClaudeAndActShapes:
         assert json.loads(_candidate(lake, 1, 1)["content"]) == {
             "actions": [],
             "final_message": "Sure, which reservation?",
+        }
+
+    def test_a_react_observation_that_reports_an_error_flags_its_action(self, lake):
+        steps = _steps(lake, 1, 2)
+        assert steps["is_error"].to_list() == [None, None, None, True, None, None]
+        assert json.loads(_candidate(lake, 1, 2)["content"]) == {
+            "actions": [
+                {"name": "get_reservation_details", "arguments": {"reservation_id": "ZZZZZZ"}, "error": True}
+            ],
+            "final_message": "I could not find it.",
         }

@@ -37,7 +37,8 @@ record                    one trajectory; attempt = ``trial``; task ``tau-bench/
 ``info.task``             task row: prompt = ``instruction``, reference = JSON of the gold
                           ``actions`` + ``outputs``, metadata = ``user_id``
 ``traj`` message          one step each (role, content, tool calls, tool_call_id, reasoning;
-                          tool results starting ``Error`` / ``Unknown action`` are ``is_error``);
+                          tool results starting ``Error`` / ``Unknown action`` are ``is_error``,
+                          and so are ReAct ``API output: Error...`` user messages);
                           a ReAct ``Action:`` JSON becomes the step's tool call
 final answer              ``answer`` candidate, :func:`answer_content` JSON of the last message the
                           agent said to the user and every tool call it made, in order
@@ -182,7 +183,9 @@ def agent_actions(steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The agent's tool calls in order, ``{name, arguments}``, with ``error: true`` when their result says so.
 
     Calls are those of ``assistant`` steps; a ``tool`` step marks the earliest still-open call with its
-    ``tool_call_id`` (ids can repeat within one conversation).
+    ``tool_call_id`` (ids can repeat within one conversation). A ReAct call has no id: the ``user`` step
+    that brings its observation back (``is_error`` set, only ReAct observations have it on a user step)
+    answers the latest call without an id.
     """
     actions: list[dict[str, Any]] = []
     open_calls: list[tuple[str | None, dict[str, Any]]] = []
@@ -199,6 +202,15 @@ def agent_actions(steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                         action["error"] = True
                     del open_calls[k]
                     break
+        elif (
+            step["role"] == "user"
+            and step["is_error"] is not None
+            and open_calls
+            and open_calls[-1][0] is None
+        ):
+            if step["is_error"]:
+                open_calls[-1][1]["error"] = True
+            del open_calls[-1]
     return actions
 
 
@@ -666,6 +678,9 @@ def _step(trajectory: Mapping[str, Any], index: int, message: Any) -> dict[str, 
             extra["tool_calls_parsed_from"] = "react_action"
     if role == "tool" and is_error is None:
         is_error = isinstance(content, str) and content.startswith(_ERROR_PREFIXES)
+    elif role == "user" and isinstance(content, str) and content.startswith(_REACT_OBSERVATION):
+        # chat_react_agent feeds a tool's output back as a user message: it is the call's result
+        is_error = content.removeprefix(_REACT_OBSERVATION).startswith(_ERROR_PREFIXES)
     reasoning = message.get("reasoning_content")
     return make_step(
         trajectory,
