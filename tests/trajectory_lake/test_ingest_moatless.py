@@ -436,3 +436,34 @@ class TestMoatlessIdempotenceAndDetection:
         path = moatless_dir / name
         found = detect(SourceFile(path=path, data=path.read_bytes()))
         assert found is not None and found.name == adapter
+
+
+class TestMoatlessNodeReports:
+    """moatless 2025's layout (``evaluation/run_instance.py``): ``projects/<evaluation>/trajs/<instance>/
+    trajectory.json`` with each evaluated leaf's SWE-bench report in ``evaluation/node_<id>/report.json``."""
+
+    def test_each_evaluated_leaf_is_labelled_by_its_own_report_and_the_run_is_the_evaluation(
+        self, tree, tmp_path
+    ):
+        instance = tmp_path / "projects" / "my_eval" / "trajs" / IID
+        instance.mkdir(parents=True)
+        (instance / "trajectory.json").write_text(json.dumps(_branched(tree)), encoding="utf-8")
+        for node, resolved in ((6, True), (7, False)):
+            (instance / "evaluation" / f"node_{node}").mkdir(parents=True)
+            (instance / "evaluation" / f"node_{node}" / "report.json").write_text(
+                json.dumps({IID: {"patch_exists": True, "resolved": resolved, "tests_status": {}}}),
+                encoding="utf-8",
+            )
+        lake = Lake(tmp_path / "lake")
+        report = ingest([tmp_path / "projects"], lake)
+        assert report.total("quarantined") == 0
+        assert lake.read("runs")["name"].to_list() == ["my_eval"]
+        rows = {_extra(r)["leaf_node_id"]: r for r in lake.read("trajectories").iter_rows(named=True)}
+        resolved = (
+            lake.read("outcomes")
+            .filter(pl.col("name") == "resolved")
+            .join(lake.read("candidates").select("candidate_id", "trajectory_id"), on="candidate_id")
+        )
+        by_trajectory = dict(resolved.select("trajectory_id", "value").iter_rows())
+        assert by_trajectory == {rows[6]["trajectory_id"]: 1.0, rows[7]["trajectory_id"]: 0.0}
+        assert _extra(rows[6])["node_report"][IID]["resolved"] is True

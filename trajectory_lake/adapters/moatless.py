@@ -40,7 +40,11 @@ With exactly one finished branch (or none, then the latest leaf), that branch is
 ``attempt=0``, labelled by the run's SWE-bench reports. With several finished branches the file does not
 say which one was submitted, so they are ``attempt=1..n`` in node order and left unlabelled (a report or
 ``preds.json`` of the run still reaches the submitted patch by its content hash). The value function's
-``reward.value`` (-100..100) of a finished node becomes a ``judge_score`` outcome. The completions' full
+``reward.value`` (-100..100) of a finished node becomes a ``judge_score`` outcome. moatless 2025 evaluates
+each leaf's patch itself (``evaluation/run_instance.py``) and writes the SWE-bench report beside the tree,
+``<instance>/evaluation/node_<id>/report.json``: that leaf's branch gets its patch candidate labelled
+``resolved`` from it (finished or not), and the run is named after ``projects/<evaluation>/trajs/``'s
+evaluation, not the ``trajs`` folder. The completions' full
 ``input`` messages (re-renderings of earlier steps) are not stored; ``extra`` records their count.
 """
 
@@ -416,7 +420,11 @@ class MoatlessSearchTree(Adapter):
         agent = document.get("agent") if isinstance(document.get("agent"), dict) else {}
         try:
             run = make_run(
-                name=group.run_name,
+                # moatless 2025 writes projects/<evaluation>/trajs/<instance>/trajectory.json: the run is
+                # the evaluation, not the "trajs" folder the instance directory sits in
+                name=group.key.parent.name
+                if group.key.name == "trajs" and group.key.parent.name
+                else group.run_name,
                 harness=HARNESS,
                 model=_tree_model(document),
                 benchmark=infer_benchmark(None, source.path) if is_swe_instance(instance_id) else None,
@@ -485,7 +493,10 @@ class MoatlessSearchTree(Adapter):
             "finished_branches": context["n_finished"],
             "primary": primary,
         }
-        if not finished and patch:
+        evaluated = _node_report(source, leaf["node_id"], context["instance_id"])
+        if evaluated is not None:
+            extra["node_report"] = evaluated[1]
+        if not finished and patch and evaluated is None:
             extra["final_patch"] = patch
         trajectory = make_trajectory(
             run=context["run"],
@@ -524,10 +535,18 @@ class MoatlessSearchTree(Adapter):
                     source_uri=source.uri,
                 ),
             )
-        if finished:
+        if finished or evaluated is not None:
             candidate = make_candidate(trajectory, kind="patch", content=patch or "")
             bundle.add("candidates", candidate)
-            if primary and context["instance_id"]:
+        if evaluated is not None:  # the harness evaluated this leaf's patch: its own label wins
+            bundle.add(
+                "outcomes",
+                make_outcome(
+                    candidate, name="resolved", value=evaluated[0], source="harness", evaluator="swe-bench"
+                ),
+            )
+        if finished:
+            if primary and context["instance_id"] and evaluated is None:
                 for label, value in context["group"].label(context["instance_id"]).items():
                     bundle.add(
                         "outcomes",
@@ -549,6 +568,27 @@ class MoatlessSearchTree(Adapter):
                     ),
                 )
         return bundle
+
+
+def _node_report(
+    source: SourceFile,
+    node_id: Any,  # noqa: ANN401 - the node's id as the tree gives it
+    instance_id: str | None,
+) -> tuple[float, Any] | None:
+    """``(resolved, report)`` from ``evaluation/node_<id>/report.json`` beside the trajectory, where moatless
+    2025 (``evaluation/run_instance.py``) writes the SWE-bench harness report of each evaluated leaf's patch;
+    ``None`` when there is none or it does not say whether the instance was resolved."""
+    path = source.path.parent / "evaluation" / f"node_{node_id}" / "report.json"
+    if not path.is_file():
+        return None
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None  # the file is still ingested on its own (a SWE-bench report, or quarantined)
+    entry = report.get(instance_id) if isinstance(report, dict) and instance_id else None
+    if not isinstance(entry, dict) or not isinstance(entry.get("resolved"), bool):
+        return None
+    return float(entry["resolved"]), report
 
 
 def _tree_model(document: dict[str, Any]) -> str | None:
