@@ -152,7 +152,7 @@ def discover(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Path], list[
         for child in sorted(found):
             (files if child.name.endswith(DATA_SUFFIXES) else skipped).append(child)
     unique = list(dict.fromkeys(p.resolve() for p in files))
-    return unique, skipped
+    return unique, sorted(skipped)
 
 
 def ingest(
@@ -228,14 +228,15 @@ def ingest(
         total = sum(s.size for _, s, _ in members)
         processes = 1 if total < parallel_min_bytes else min(workers or min(os.cpu_count() or 1, 8), len(members))
         pending = 0
-        for (group, source, adapter), (items, matched) in _read_members(members, processes):
-            group.matched |= matched
-            writer.add(source, adapter, items)
-            pending += source.size
+        for (group, source, adapter), batches in _read_members(members, processes, lazy_bytes=part_bytes):
+            for items, share, matched in batches:
+                group.matched |= matched
+                writer.add(source, adapter, items)
+                pending += share
+                if pending >= flush_bytes:
+                    writer.flush()
+                    pending = 0
             source.release()
-            if pending >= flush_bytes:
-                writer.flush()
-                pending = 0
         for group, _ in groups:
             unmatched = sorted(set(group.labels) - group.matched)
             if unmatched:
@@ -249,6 +250,10 @@ def ingest(
 
 Member = tuple[RunGroup, SourceFile, Adapter]
 ReadResult = tuple[list[Bundle | Quarantined], set[str]]
+# What reading a member gives, in batches: (records, the input bytes they stand for, labels used).
+Batches = Iterator[tuple[list[Bundle | Quarantined], int, set[str]]]
+# Records of a file read lazily (see _read_members) handed on per batch; each batch is staged at once.
+_LAZY_BATCH = 1000
 
 
 def _read_member(source: SourceFile, adapter: Adapter, group: RunGroup) -> ReadResult:
@@ -258,34 +263,56 @@ def _read_member(source: SourceFile, adapter: Adapter, group: RunGroup) -> ReadR
     return items, group.matched
 
 
-def _read_members(members: list[Member], processes: int) -> Iterator[tuple[Member, ReadResult]]:
-    """Each member with what reading it gave, in ``members`` order.
+def _read_lazily(source: SourceFile, adapter: Adapter, group: RunGroup, flush_share: int) -> Batches:
+    """The records of one source as they are read, in batches that each count for ``flush_share`` bytes
+    (so the consumer stages them before reading on); the labels used come with the last batch."""
+    batch: list[Bundle | Quarantined] = []
+    for item in adapter.read(source, group):
+        batch.append(item)
+        if len(batch) >= _LAZY_BATCH:
+            yield batch, flush_share, set()
+            batch = []
+    yield batch, flush_share, set(group.matched)
+
+
+def _read_members(members: list[Member], processes: int, *, lazy_bytes: int) -> Iterator[tuple[Member, Batches]]:
+    """Each member with what reading it gives, in ``members`` order.
 
     With ``processes > 1`` files are read by a pool of forked processes, a bounded window ahead of the
-    consumer (so memory holds a few files' rows, not the input's); the parent only merges.
+    consumer (so memory holds a few files' rows, not the input's); the parent only merges. A file
+    larger than ``lazy_bytes`` that is read whole (its records are not independent lines, so it has no
+    parts) is read here instead, lazily, and its records come in batches: a reader would hand over
+    all of its rows at once.
     """
+
+    def eager(result: ReadResult, source: SourceFile) -> Batches:
+        yield result[0], source.size, result[1]
+
+    def lazy(member: Member) -> bool:
+        return not member[2].splittable and member[1].size > lazy_bytes
+
     if processes <= 1:
-        for group, source, adapter in members:
-            yield (group, source, adapter), _read_member(source, adapter, group)
+        for member in members:
+            group, source, adapter = member
+            yield member, (_read_lazily(source, adapter, group, lazy_bytes) if lazy(member)
+                           else eager(_read_member(source, adapter, group), source))
         return
     # fork: the readers need nothing but the adapters' pure-Python code, and start in milliseconds.
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
-    window: deque[tuple[Member, Future[ReadResult]]] = deque()
+    window: deque[tuple[Member, Future[ReadResult] | None]] = deque()
     with ProcessPoolExecutor(max_workers=processes, mp_context=context) as pool:
-        queue = iter(members)
         try:
-            for member in queue:
+            for member in members:
                 group, source, adapter = member
-                window.append((member, pool.submit(_read_member, source, adapter, group)))
-                if len(window) >= 2 * processes:
+                window.append((member, None if lazy(member) else pool.submit(_read_member, source, adapter, group)))
+                while len(window) >= 2 * processes or (window and member is members[-1]):
                     done, future = window.popleft()
-                    yield done, future.result()
-            while window:
-                done, future = window.popleft()
-                yield done, future.result()
+                    yield done, (_read_lazily(done[1], done[2], done[0], lazy_bytes) if future is None
+                                 else eager(future.result(), done[1]))
         finally:
             for _, future in window:
-                future.cancel()
+                if future is not None:
+                    future.cancel()
 
 
 def _parts(source: SourceFile, adapter: Adapter, part_bytes: int) -> list[SourceFile]:

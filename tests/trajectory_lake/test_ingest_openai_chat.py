@@ -10,6 +10,7 @@ with a reason while the rest goes in; re-ingesting adds nothing. Expected values
 
 from __future__ import annotations
 
+import importlib
 import json
 import tracemalloc
 from pathlib import Path
@@ -346,6 +347,32 @@ class TestLargeLogs:
         assert sum(len(e["failed_calls"]) for e in extras) == 1
         assert sum(len(e["calls_off_chain"]) for e in extras) == 1
 
+    @pytest.mark.parametrize("workers", [1, 2])
+    def test_a_large_log_is_staged_in_batches_as_it_is_read_with_the_same_rows(
+        self, log, chat_dir, tmp_path, monkeypatch, workers
+    ):
+        ingest_module = importlib.import_module("trajectory_lake.ingest")
+        whole_lake, lazy_lake = Lake(tmp_path / "whole"), Lake(tmp_path / "lazy")
+        whole = ingest([log, chat_dir], whole_lake, workers=1)
+        monkeypatch.setattr(openai_chat, "_HOLD_BYTES", 0)
+        monkeypatch.setattr(ingest_module, "_LAZY_BATCH", 5)
+        added: list[tuple[str, int]] = []
+        original = ingest_module._Writer.add
+
+        def add(self, source, adapter, items):
+            added.append((source.path.name, len(items)))
+            return original(self, source, adapter, items)
+
+        monkeypatch.setattr(ingest_module._Writer, "add", add)
+        # Larger than a part: the log is read in this process, its records handed on 5 at a time.
+        lazy = ingest([log, chat_dir], lazy_lake, workers=workers, parallel_min_bytes=0, part_bytes=64 << 10)
+
+        batches = [n for name, n in added if name == log.name]
+        assert len(batches) > 5 and max(batches) <= 5
+        assert {t: vars(c) for t, c in lazy.counts.items()} == {t: vars(c) for t, c in whole.counts.items()}
+        for table in (*DATA_TABLES, "quarantine"):
+            assert comparable_rows(lazy_lake, table).equals(comparable_rows(whole_lake, table)), table
+
     def test_a_log_rotated_between_the_passes_is_quarantined_not_a_crash(self, log, tmp_path, monkeypatch):
         # copytruncate-style rotation after the first pass: the records are no longer where they were.
         monkeypatch.setattr(openai_chat, "_HOLD_BYTES", 0)
@@ -366,6 +393,24 @@ class TestLargeLogs:
         # Every conversation (the one without message text too): each re-read record fails its digest.
         assert changed.height == 8
         assert report.counts["trajectories"].quarantined == 8 + 1  # + the line that was never JSON
+        assert changed["raw_size"].to_list() == [0] * 8  # not the bytes now at those offsets
+
+    def test_a_log_moved_away_between_the_passes_is_quarantined_not_a_crash(self, log, tmp_path, monkeypatch):
+        monkeypatch.setattr(openai_chat, "_HOLD_BYTES", 0)
+        adapter, original = openai_chat.OpenAIChatLog, openai_chat.OpenAIChatLog._bundles
+
+        def rotate_then_bundle(self, *args, **kwargs):
+            if log.exists():
+                log.rename(log.with_suffix(".jsonl.1"))
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(adapter, "_bundles", rotate_then_bundle)
+        lake = Lake(tmp_path / "lake")
+        report = ingest([log], lake)
+
+        assert unreconciled(report) == {} and report.counts["trajectories"].written == 0
+        vanished = lake.read("quarantine").filter(pl.col("error").str.contains("the file vanished while it was read"))
+        assert vanished.height == 8
 
     def test_a_streamed_log_holds_one_conversation_at_a_time(self, first, tmp_path, monkeypatch):
         records = [c for index in range(24) for c in _conversation(first, f"task {index}", 12)]

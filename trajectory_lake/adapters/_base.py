@@ -70,12 +70,15 @@ class SourceFile:
 
     @property
     def size(self) -> int:
-        """The file's (or part's) size in bytes (without reading it)."""
+        """The file's (or part's) size in bytes (without reading it), as first seen: a file that grows or
+        goes away while it is ingested keeps the size it was detected with."""
         if self._data is not None:
             return len(self._data)
         if self.span is not None:
             return self.span[1] - self.span[0]
-        return self.path.stat().st_size
+        if "_size" not in self.__dict__:
+            self.__dict__["_size"] = self.path.stat().st_size
+        return self.__dict__["_size"]
 
     def _read(self, offset: int, length: int | None) -> bytes:
         """``length`` bytes (``None``: to the end) from ``offset`` within the file or part, from disk."""

@@ -146,6 +146,10 @@ class _Call:
         return content_sha256(canonical_json([self.session_id, opening]))
 
 
+class _ChangedError(ValueError):
+    """Raised when a record read again in the second pass is no longer what the first pass read."""
+
+
 # Where a call's record is in its source: an index into the JSON document, or a line's (offset, length).
 _Where = int | tuple[int, int]
 
@@ -445,6 +449,8 @@ class OpenAIChatLog(Adapter):
     def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
         # First pass: every call parsed, kept as its identity (and whole, for a small file).
         hold = source.size <= _HOLD_BYTES
+        if not hold:
+            source.sha256  # noqa: B018 - hashed now: ids and quarantine rows need it if the file goes away later
         held: dict[str, _Call] = {}
         conversations: dict[str, list[_Seen]] = {}
         for locator, raw, record, where in self._records(source):
@@ -466,15 +472,20 @@ class OpenAIChatLog(Adapter):
             """The whole call ``seen`` was taken from (re-read and re-parsed unless held).
 
             Raises:
-                ValueError: the record's bytes are not those the first pass read (the file was rewritten
-                    or truncated in between, e.g. by a log rotation; appending is harmless).
+                _ChangedError: the record's bytes are not those the first pass read, or the file is gone
+                    (it was rewritten, truncated, moved or deleted in between, e.g. by a log rotation;
+                    appending is harmless).
             """
             if seen.locator in held:
                 return held[seen.locator]
-            raw = self._raw_at(source, seen.where)
+            try:
+                raw = self._raw_at(source, seen.where)
+            except OSError as exc:
+                raise _ChangedError(f"the file vanished while it was read: {seen.locator} could not be read "
+                                    f"again ({exc.strerror or exc})") from None
             if seen.raw is not None and _raw_digest(raw) != seen.raw:
-                raise ValueError(f"the file changed while it was read: {seen.locator} is no longer the record "
-                                 "first read there")
+                raise _ChangedError(f"the file changed while it was read: {seen.locator} is no longer the "
+                                    "record first read there")
             call = _parse_call(self._record_at(source, seen.where, raw)[1], seen.locator)
             call.source_name = source.path.name
             return call
@@ -485,8 +496,11 @@ class OpenAIChatLog(Adapter):
             try:
                 leaf = fetch(leaf_seen)
                 bundles = list(self._bundles(source, group, key, leaf, leaf_seen, members, fetch))
-            except (ValueError, TypeError, AttributeError) as exc:
-                yield self.quarantine(leaf_seen.locator, str(exc), self._raw_at(source, leaf_seen.where))
+            except (ValueError, TypeError, AttributeError, OSError) as exc:
+                # A record that changed cannot be quarantined as it was: the message says so, raw is empty.
+                gone = isinstance(exc, _ChangedError | OSError)
+                raw = b"" if gone else self._raw_at(source, leaf_seen.where)
+                yield self.quarantine(leaf_seen.locator, str(exc), raw)
                 continue
             yield from bundles
 
