@@ -41,6 +41,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
 from transformers import get_linear_schedule_with_warmup
 
@@ -267,19 +268,22 @@ def _is_sharded(model: torch.nn.Module) -> bool:
     return isinstance(model, FSDPModule)
 
 
-def _shard(model: ValueModel) -> ValueModel:
+def _shard(model: ValueModel, device: torch.device) -> ValueModel:
     """Shard ``model`` in place over the process group (FSDP2): one unit per transformer layer (the
-    backbone's ``_no_split_modules``), then the root (embeddings, norms, head). Returns an unsharded
-    skeleton of it: the same modules, parameters on the meta device, buffers shared (see :func:`_unshard`)."""
+    backbone's ``_no_split_modules``), then the root (embeddings, norms, head), on a mesh of
+    ``device``'s type (else FSDP picks the machine's accelerator, even for a CPU run). Returns an
+    unsharded skeleton of it: the same modules, parameters on the meta device, buffers shared (see
+    :func:`_unshard`)."""
     skeleton_params = {id(p): torch.nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=p.requires_grad)
                        for p in model.parameters()}
     skeleton = copy.deepcopy(model, {**skeleton_params, **{id(b): b for b in model.buffers()}})
     base = model.backbone.get_base_model() if model.has_lora else model.backbone
     units = set(getattr(base, "_no_split_modules", None) or ())
+    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     for module in model.modules():
         if type(module).__name__ in units:
-            fully_shard(module)
-    fully_shard(model)
+            fully_shard(module, mesh=mesh)
+    fully_shard(model, mesh=mesh)
     return skeleton
 
 
@@ -323,7 +327,8 @@ def fit(
 
     Args:
         model: a :class:`ValueModel` (its head may be fresh; LoRA and gradient checkpointing are
-            applied here when the config asks for them).
+            applied here when the config asks for them). With ``parallel = "fsdp"`` on several ranks it
+            is sharded in place and unusable afterwards: use the returned ``TrainResult.model``.
         tokenizer: the backbone's tokenizer.
         train: examples with ``prompt``, ``content``, ``label``, ``task_id`` (actions also
             ``trajectory_id``, ``step_index``, ``t``, ``value``, ``reasoning``).
@@ -389,7 +394,9 @@ def fit(
 
     model = _prepare(model, config, device)
     fsdp = runtime.distributed and config.parallel == "fsdp"
-    skeleton = _shard(model) if fsdp else None  # the optimizer must see the sharded parameters
+    if config.parallel == "fsdp" and not runtime.distributed:
+        logger.info("parallel = 'fsdp' with one process: nothing to shard, training the model whole")
+    skeleton = _shard(model, device) if fsdp else None  # the optimizer must see the sharded parameters
     backbone_params = [p for p in model.backbone.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(
         [{"params": backbone_params, "lr": config.learning_rate},
