@@ -56,8 +56,8 @@ def import_optional(name: str, *, feature: str) -> ModuleType:
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:
         package = (exc.name or "").split(".")[0]
-        if package not in (*OPTIONAL, name.split(".")[0]):
-            raise
+        if package not in OPTIONAL:
+            raise  # a missing module of this project, or of a required package: a bug, not a missing extra
         raise missing_dependency(package, feature=feature) from exc
 
 
@@ -91,9 +91,9 @@ def lazy_import(name: str, *, feature: str) -> ModuleType:
         >>> json = lazy_import("json", feature="the example")
         >>> json.dumps([1])
         '[1]'
-        >>> lazy_import("no_such_package", feature="the example").anything  # doctest: +ELLIPSIS
+        >>> lazy_import("no_such_package", feature="the example").anything  # not an optional one: as is
         Traceback (most recent call last):
         ...
-        ImportError: the example needs the 'no_such_package' package, which is not installed ...
+        ModuleNotFoundError: No module named 'no_such_package'
     """
     return _LazyModule(name, feature=feature)
