@@ -21,7 +21,7 @@ import pytest
 
 from tests.trajectory_lake._helpers import DATA_TABLES, comparable_rows, table_state, unreconciled
 from trajectory_lake import IngestReport, Lake, ingest
-from trajectory_lake.adapters import RunGroup, SourceFile, openai_chat
+from trajectory_lake.adapters import RunGroup, SourceFile, detect, openai_chat
 
 FIRST = "openhands_litellm_completion_first_call.json"
 LAST = "openhands_litellm_completion_last_call.json"
@@ -346,6 +346,16 @@ class TestLargeLogs:
         extras = [json.loads(e) for e in streamed_lake.read("trajectories")["extra"]]
         assert sum(len(e["failed_calls"]) for e in extras) == 1
         assert sum(len(e["calls_off_chain"]) for e in extras) == 1
+
+    def test_detecting_a_log_reads_its_head_not_the_whole_file(self, log, monkeypatch):
+        original = SourceFile._read
+
+        def spy(self, offset, length):
+            assert length is not None and length < log.stat().st_size, "a sniff read the whole file"
+            return original(self, offset, length)
+
+        monkeypatch.setattr(SourceFile, "_read", spy)
+        assert detect(SourceFile(log)).name == "openai-chat"
 
     @pytest.mark.parametrize("workers", [1, 2])
     def test_a_large_log_is_staged_in_batches_as_it_is_read_with_the_same_rows(

@@ -1385,6 +1385,8 @@ class OpenHandsEventStore(Adapter):
     @classmethod
     def sniff(cls, source: SourceFile) -> bool:
         head = source.head(4096).lstrip()
+        if not source.is_json_document():
+            return False  # event files and session metadata are single documents; never parse a JSONL whole
         if head.startswith(b"{"):
             if b'"conversation_id"' in source.head(8192):
                 return cls._is_session_metadata(source)
@@ -1402,7 +1404,7 @@ class OpenHandsEventStore(Adapter):
                     )
                 )
             return _looks_like_event(document) or _is_base_state(document)
-        if head.startswith(b"[") and source.is_json_document():
+        if head.startswith(b"["):
             try:
                 document = source.document
             except ValueError:
