@@ -13,12 +13,16 @@ Two measurements, both on tasks the fitted part never saw:
   over the shuffles and, on the first, paired differences against majority vote and the best run.
 * ``--model DIR``: the slice's validation split, scored by a trained artefact's network, with the
   combiner of the artefact's recipe cross-fitted over the validation tasks (as ``harvest train``
-  reports it), next to the network alone and the baselines.
+  reports it), next to the network alone and the baselines. Repeated (``--model A --model B ...``,
+  e.g. one recipe trained with several seeds), the network's value is the mean of the artefacts'
+  raw values, and each artefact alone and through the same combiner is listed next to it.
 
 Usage::
 
     python benchmarks/lite_selectors.py --lake ./lake --slice configs/slices/swebench-lite.toml
     python benchmarks/lite_selectors.py --lake ./lake --slice configs/slices/swebench-lite.toml --model DIR
+    python benchmarks/lite_selectors.py --lake ./lake --slice configs/slices/swebench-lite.toml \
+        --model A --model B --model C
     python benchmarks/lite_selectors.py --lake ./lake --slice configs/slices/swebench-lite.toml --variants
 
 The model never sees which run wrote a candidate; only the ``best_single_run`` baseline does.
@@ -29,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -47,6 +52,9 @@ from value_model.consensus import (
 from value_model.data import examples_of
 from value_model.evaluation import EvaluationOptions, EvaluationReport, baseline_scores, evaluate_scores
 from value_model.metrics import run_prior_scores, selection_metrics
+
+if TYPE_CHECKING:
+    from value_model.inference import Scorer
 
 CONSENSUS = tuple(name for name in TrainConfig().combiner if name != VALUE)
 
@@ -197,45 +205,95 @@ def variants(rows: pl.DataFrame, *, folds: int, repeats: int) -> None:
               + "".join(f"{d.estimate:>+10.3f} [{d.low:+.3f}, {d.high:+.3f}]" for d in diffs), flush=True)
 
 
-def on_validation(rows: pl.DataFrame, model_dir: Path, *, l2: float) -> None:
+def _network_values(scorer: Scorer, val: pl.DataFrame) -> np.ndarray:
+    """The network's raw values (logits) of the validation candidates, each task's candidates together."""
+    tasks = val.get_column("task_id").to_list()
+    contents = val.get_column("content").to_list()
+    values = np.zeros(len(tasks))
+    for task in dict.fromkeys(tasks):
+        idx = [i for i, t in enumerate(tasks) if t == task]
+        values[idx] = scorer.score(val.get_column("prompt")[idx[0]], [contents[i] for i in idx]).values
+    return values
+
+
+def on_validation(rows: pl.DataFrame, model_dirs: list[Path], *, l2: float, repeats: int = 20) -> None:
+    """The validation split scored by one artefact's network, or by the mean of several (a seed ensemble).
+
+    With several artefacts (same recipe, same split), the ensemble's value of a candidate is the mean
+    of the networks' raw values; the table's model is the ensemble through the cross-fitted combiner,
+    and each artefact's network alone and joint score are baselines next to it. The table's combiner
+    folds are shuffle 0 for every selector; the joint Best@1 over ``repeats`` fold shuffles follows it.
+    """
     from value_model.inference import Scorer
 
-    scorer = Scorer.from_directory(model_dir)
-    scorer.combiner = None  # the network's own values: the combiner is cross-fitted below
     train, val = rows.filter(pl.col("split") == "train"), rows.filter(pl.col("split") == "val")
     tasks = val.get_column("task_id").to_list()
     y = val.get_column("label").to_numpy()
     contents = val.get_column("content").to_list()
-    values = np.zeros(len(y))
-    for task in dict.fromkeys(tasks):
-        idx = [i for i, t in enumerate(tasks) if t == task]
-        values[idx] = scorer.score(val.get_column("prompt")[idx[0]], [contents[i] for i in idx]).values
+    names = [d.name if [e.name for e in model_dirs].count(d.name) == 1 else str(d) for d in model_dirs]
+    per_model: dict[str, np.ndarray] = {}
+    inputs: tuple[str, ...] | None = None
+    for name, model_dir in zip(names, model_dirs, strict=True):
+        scorer = Scorer.from_directory(model_dir)
+        scorer.combiner = None  # the network's own values: the combiner is cross-fitted below
+        val_tasks = scorer.info.get("lineage", {}).get("val_tasks")
+        if val_tasks is not None and val_tasks != len(set(tasks)):
+            raise SystemExit(f"{model_dir}: trained with {val_tasks} validation tasks, "
+                             f"the slice has {len(set(tasks))}")
+        recipe = tuple(scorer.info.get("combiner", {}).get("inputs") or TrainConfig().combiner)
+        if inputs is not None and recipe != inputs:
+            raise SystemExit(f"{model_dir}: combiner inputs {recipe} differ from {inputs}")
+        inputs = recipe
+        per_model[name] = _network_values(scorer, val)
+        del scorer
+    assert inputs is not None
+    values = np.mean(list(per_model.values()), axis=0)
     features = _features(val)
-    inputs = tuple(scorer.info.get("combiner", {}).get("inputs") or TrainConfig().combiner)
     joint = cross_fitted_logits(inputs, features, y, tasks, values=values, l2=l2)
     consensus_only = cross_fitted_logits(CONSENSUS, features, y, tasks, l2=l2)
     prior = run_prior_scores(train.get_column("run_id").to_list(), train.get_column("label").to_list(),
                              val.get_column("run_id").to_list())
+    singles: dict[str, np.ndarray] = {}
+    if len(per_model) > 1:
+        for name, v in per_model.items():
+            singles[f"network {name}"] = v
+            singles[f"joint {name}"] = cross_fitted_logits(inputs, features, y, tasks, values=v, l2=l2)
     baselines = {**baseline_scores(tasks, contents), "best_single_run": prior, "network_alone": values,
-                 "consensus_only": consensus_only}
+                 "consensus_only": consensus_only, **singles}
     report = evaluate_scores(tasks, y, joint, baselines=baselines,
                              options=EvaluationOptions(n_bootstrap=2000),
                              scorer=f"joint ({', '.join(inputs)})")
+    ensemble = f"; network = mean of {len(per_model)} networks' raw values" if len(per_model) > 1 else ""
     print(f"validation split: {len(set(tasks))} tasks, {len(y)} candidates; "
-          "combiner cross-fitted (5 task folds)")
+          f"combiner cross-fitted (5 task folds){ensemble}")
     _print(report)
+    if len(per_model) > 1:
+        for kind in ("network", "joint"):
+            bests = [report.baselines[f"{kind} {name}"].best for name in per_model]
+            together = report.baselines["network_alone"] if kind == "network" else report.model
+            print(f"single {kind}s: Best@1 mean {np.mean(bests):.3f} (min {min(bests):.3f}, "
+                  f"max {max(bests):.3f}); ensemble {together.best:.3f}")
+        print(f"joint Best@1 over {repeats} combiner fold shuffles, mean (min-max):")
+        for name, v in {"ensemble": values, **per_model, "consensus only": None}.items():
+            used = inputs if v is not None else CONSENSUS
+            bests = [selection_metrics(tasks, y, cross_fitted_logits(
+                used, features, y, tasks, values=v, l2=l2, seed=r))["best_at_1"] for r in range(repeats)]
+            print(f"  {name:<16}{np.mean(bests):.3f} ({min(bests):.3f}-{max(bests):.3f})")
 
 
 def _print(report: EvaluationReport) -> None:
     rows = [("model", report.model, None), *((n, m, report.differences.get(n, {}).get("best")) for n, m in
                                               report.baselines.items())]
-    print(f"{'selector':<18}{'Best@1':>8}{'95% CI':>16}{'gap':>7}{'model - this [95% CI]':>30}")
+    width = max(18, *(len(name) + 2 for name, _, _ in rows))
+    print(f"{'selector':<{width}}{'Best@1':>8}{'95% CI':>16}{'gap':>7}{'AUROC':>7}{'in-task':>8}"
+          f"{'model - this [95% CI]':>30}")
     for name, m, diff in rows:
         ci = m.intervals.get("best")
         ci_text = f"[{ci.low:.3f}, {ci.high:.3f}]" if ci else ""
         diff_text = f"{diff.estimate:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]" if diff else ""
-        print(f"{name:<18}{m.best:>8.3f}{ci_text:>16}{m.gap_closed:>7.3f}{diff_text:>30}")
-    print(f"{'oracle':<18}{report.oracle:>8.3f}")
+        print(f"{name:<{width}}{m.best:>8.3f}{ci_text:>16}{m.gap_closed:>7.3f}{m.auroc:>7.3f}{m.auroc_within:>8.3f}"
+              f"{diff_text:>30}")
+    print(f"{'oracle':<{width}}{report.oracle:>8.3f}")
     print(json.dumps({"model": report.model.best, **{n: m.best for n, m in report.baselines.items()}}))
 
 
@@ -243,8 +301,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lake", required=True)
     parser.add_argument("--slice", required=True, help="slice spec TOML (configs/slices/swebench-lite.toml)")
-    parser.add_argument("--model", type=Path, default=None,
-                        help="a trained artefact: evaluate on the val split")
+    parser.add_argument("--model", type=Path, action="append", default=None,
+                        help="a trained artefact: evaluate on the val split; repeat it to score with the "
+                             "mean of several networks' raw values (a seed ensemble)")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--l2", type=float, default=TrainConfig().combiner_l2)
@@ -261,7 +320,7 @@ def main() -> None:
         kfold(rows, folds=args.folds, repeats=args.repeats, l2=args.l2, inputs=tuple(args.inputs.split(",")),
               objective=args.objective)
     else:
-        on_validation(rows, args.model, l2=args.l2)
+        on_validation(rows, args.model, l2=args.l2, repeats=args.repeats)
 
 
 if __name__ == "__main__":
