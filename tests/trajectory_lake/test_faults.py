@@ -116,18 +116,24 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
 
 
+def _killed_ingest(lake: Lake, shared_data: Path, script: str, after: int) -> list[str]:
+    """Run ``script`` (an ingest that SIGKILLs itself after ``after`` steps) into ``lake``; its sources."""
+    sources = [str(shared_data / "swebench-lite" / "tasks.jsonl"), str(shared_data / "formats" / "mini-swe-agent")]
+    proc = subprocess.run(
+        [sys.executable, "-c", script, lake.uri, json.dumps(lake.storage_options or {}), str(after), *sources],
+        env=_env(), capture_output=True, timeout=300,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    return sources
+
+
 class TestKillDashNine:
     @pytest.mark.parametrize("after_commits", [1, 3, 5])
     def test_an_ingest_killed_midway_leaves_readable_tables_and_a_rerun_completes_it(
         self, new_lake, shared_data, after_commits
     ):
-        sources = [str(shared_data / "swebench-lite" / "tasks.jsonl"), str(shared_data / "formats" / "mini-swe-agent")]
         lake = new_lake()
-        proc = subprocess.run(
-            [sys.executable, "-c", _CRASHING_INGEST, lake.uri, json.dumps(lake.storage_options or {}),
-             str(after_commits), *sources], env=_env(), capture_output=True, timeout=300,
-        )
-        assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+        sources = _killed_ingest(lake, shared_data, _CRASHING_INGEST, after_commits)
         # every table reads at its last committed version; exactly `after_commits` data commits landed
         versions = lake.versions()
         assert sum(versions[t] for t in DATA_TABLES) == after_commits
@@ -189,13 +195,8 @@ class TestChunkedCommits:
     def test_an_ingest_killed_between_chunk_writes_changes_nothing_and_reruns_clean(
         self, new_lake, shared_data, after_writes
     ):
-        sources = [str(shared_data / "swebench-lite" / "tasks.jsonl"), str(shared_data / "formats" / "mini-swe-agent")]
         lake = new_lake()
-        proc = subprocess.run(
-            [sys.executable, "-c", _CRASHING_CHUNKED_INGEST, lake.uri, json.dumps(lake.storage_options or {}),
-             str(after_writes), *sources], env=_env(), capture_output=True, timeout=300,
-        )
-        assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+        sources = _killed_ingest(lake, shared_data, _CRASHING_CHUNKED_INGEST, after_writes)
         clean = new_lake()
         ingest(sources, clean)
         want = _snapshot(clean)
