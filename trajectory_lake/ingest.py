@@ -37,7 +37,7 @@ import pyarrow as pa
 from trajectory_lake._hashing import stable_id
 from trajectory_lake.adapters import Adapter, RunGroup, SourceFile, detect, run_dir_of
 from trajectory_lake.exceptions import SchemaMismatchError
-from trajectory_lake.lake import Lake, conform
+from trajectory_lake.lake import Lake, StagedAppend, conform
 from trajectory_lake.records import Bundle, Quarantined
 from trajectory_lake.schema import KEYS
 
@@ -53,8 +53,9 @@ PARALLEL_MIN_BYTES = 32 << 20
 # A JSONL file larger than this, whose lines are independent records, is read in line-aligned parts of
 # about this size: a single huge file then streams (and spreads over the readers) like many small ones.
 PART_BYTES = 128 << 20
-# A table's staged rows larger than this are written to Delta in chunks of this size and committed at
-# once (Lake.append_stream's chunk_bytes): delta-rs holds part of what one write gets until its commit.
+# Whenever a table's rows staged locally reach this size, they are written to Delta (a part of a
+# StagedAppend, committed at once with the rest): delta-rs holds part of what one write gets until its
+# commit, and writing as the ingest goes keeps that from adding up at the end.
 WRITE_CHUNK_BYTES = 256 << 20
 _HASH_CHUNK = 8 << 20
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -423,6 +424,9 @@ class _Writer:
         self.step_masks: dict[str, int] | None = None
         self.inferred_tasks: set[str] | None = None
         self.writers: dict[str, pa.RecordBatchStreamWriter] = {}
+        self.writer_bytes: dict[str, int] = defaultdict(int)
+        # Tables whose staged rows outgrew WRITE_CHUNK_BYTES: the parts already written to Delta.
+        self.spilled: dict[str, StagedAppend] = {}
         self.task_upgrades: list[dict[str, Any]] = []
         # Sessions that grew since they were ingested (a rollout file appended to): their trajectory and
         # candidate rows replace the lake's, by key.
@@ -592,8 +596,18 @@ class _Writer:
             self.writers[table] = pa.ipc.new_stream(str(self.staging / f"{table}.arrows"), rows.schema)
         self.writers[table].write_table(rows)
         self.staged_bytes += rows.nbytes
+        self.writer_bytes[table] += rows.nbytes
         if table != "quarantine":
             self.report.counts[table].written += rows.num_rows
+        if self.writer_bytes[table] >= WRITE_CHUNK_BYTES:
+            self._spill(table)
+
+    def _spill(self, table: str) -> None:
+        """Write ``table``'s locally staged rows to Delta as a part of its one commit, and start anew."""
+        self.writers.pop(table).close()
+        self.writer_bytes[table] = 0
+        with pa.OSFile(str(self.staging / f"{table}.arrows")) as handle:
+            self.spilled.setdefault(table, self.lake.staged_append(table)).write(pa.ipc.open_stream(handle))
 
     def _stage_quarantine(self) -> None:
         rows, self.quarantine_rows = self.quarantine_rows, []
@@ -624,17 +638,22 @@ class _Writer:
         for table in _WRITE_ORDER:
             self._append_staged(table, metadata)
         self.writers.clear()
+        self.writer_bytes.clear()
         self.staged_bytes = 0
 
     def _append_staged(self, table: str, metadata: dict[str, str]) -> None:
-        """One commit of ``table``'s staged rows (its writer closed), if it has any; written in chunks when
-        they are large, so that memory stays bounded however many rows the one commit adds."""
+        """One commit of ``table``'s staged rows (its writer closed), if it has any: those still in the
+        local staging file, and the parts already written (:meth:`_spill`)."""
+        spilled = self.spilled.pop(table, None)
         if table in self.writers:
-            path = self.staging / f"{table}.arrows"
-            chunk = WRITE_CHUNK_BYTES if path.stat().st_size > WRITE_CHUNK_BYTES else None
-            with pa.OSFile(str(path)) as handle:
-                self.report.versions[table] = self.lake.append_stream(table, pa.ipc.open_stream(handle),
-                                                                      metadata=metadata, chunk_bytes=chunk)
+            with pa.OSFile(str(self.staging / f"{table}.arrows")) as handle:
+                if spilled is None:
+                    self.report.versions[table] = self.lake.append_stream(table, pa.ipc.open_stream(handle),
+                                                                          metadata=metadata)
+                    return
+                spilled.write(pa.ipc.open_stream(handle))
+        if spilled is not None:
+            self.report.versions[table] = spilled.commit(metadata)
 
     def commit(self) -> None:
         """Stage what is left, give every table its commit (its last one, with ``commit_bytes``), then log

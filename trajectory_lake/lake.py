@@ -33,7 +33,7 @@ from deltalake.transaction import AddAction
 from trajectory_lake.exceptions import SchemaMismatchError, TableNotFoundError
 from trajectory_lake.schema import KEYS, PARTITIONS, TABLE_NAMES, schema_of
 
-__all__ = ["Lake"]
+__all__ = ["Lake", "StagedAppend"]
 
 logger = logging.getLogger(__name__)
 
@@ -263,34 +263,16 @@ class Lake:
     def _append_in_chunks(self, table: str, reader: pa.RecordBatchReader, commit: CommitProperties,
                           chunk_bytes: int) -> int:
         """:meth:`append_stream` with ``chunk_bytes``: staged chunk writes, then one commit of their files."""
-        folder = f"harvest-staging-{uuid.uuid4().hex}"
-        staging = f"{self.table_uri(table)}/{folder}"
-        partitions = list(PARTITIONS.get(table, ())) or None
-        wrote = False
+        staged = self.staged_append(table)
         for chunk in _chunks(reader, chunk_bytes):
-            write_deltalake(
-                staging,
-                chunk,
-                mode="append",
-                partition_by=partitions,
-                configuration={**_TABLE_CONFIGURATION, "delta.dataSkippingStatsColumns": _STATS_COLUMNS[table]},
-                target_file_size=_APPEND_FILE_BYTES,
-                writer_properties=_WRITER_PROPERTIES,
-                storage_options=self.storage_options,
-            )
-            wrote = True
-        if not wrote:
-            return self.version(table)
-        files = pa.table(DeltaTable(staging, storage_options=self.storage_options).get_add_actions(flatten=False))
-        # The log holds paths URL-encoded (the file `benchmark=a%20b/x` is `benchmark=a%2520b/x` there), and so
-        # does get_add_actions; AddAction takes the file's own path and encodes it again.
-        actions = [_add_action(f"{folder}/{unquote(row['path'])}", row) for row in files.to_pylist()]
-        self.delta_table(table).create_write_transaction(
-            actions, mode="append", schema=schema_of(table), partition_by=partitions, commit_properties=commit
-        )
-        # The staging table's log is not the table's: its files now belong to the table's log.
-        DeltaStorageHandler(self.table_uri(table), self.storage_options).delete_dir(f"{folder}/_delta_log")
-        return self.version(table)
+            staged.write(chunk)
+        return staged.commit(commit)
+
+    def staged_append(self, table: str) -> StagedAppend:
+        """An append to ``table`` written in several parts now and committed at once later (see
+        :class:`StagedAppend`)."""
+        schema_of(table)  # validates the name
+        return StagedAppend(self, table)
 
     def merge_update(self, table: str, rows: pa.Table, *, key: str, only_if: str, metadata: Mapping[str, str]) -> int:
         """Update the rows of ``table`` whose ``key`` matches ``rows`` and that satisfy ``only_if`` (a SQL
@@ -338,6 +320,73 @@ class Lake:
             ),
         )
         return self.version(table)
+
+
+class StagedAppend:
+    """An append written in parts, each by its own delta-rs write, and committed by ONE transaction.
+
+    delta-rs holds about half a byte per byte of Arrow one ``write_deltalake`` call gets until that call
+    commits (delta-io/delta-rs#3578). Here each part is a write into a staging table inside the
+    table's folder (``harvest-staging-<id>/``): memory is bounded by the part, and :meth:`commit` adds
+    every part's files, with the statistics delta-rs computed for them, to the table in one commit, so
+    readers see all of the parts or none. Until then the table is untouched; a crash leaves only
+    unreferenced files, which ``vacuum`` deletes. Made by :meth:`Lake.staged_append`.
+    """
+
+    def __init__(self, lake: Lake, table: str) -> None:
+        self._lake, self._table = lake, table
+        self._folder = f"harvest-staging-{uuid.uuid4().hex}"
+        self._uri = f"{lake.table_uri(table)}/{self._folder}"
+        self._partitions = list(PARTITIONS.get(table, ())) or None
+        self._written = False
+
+    def write(self, reader: pa.RecordBatchReader | pa.Table) -> None:
+        """Write one part (rows conforming to the table's schema); it is not visible until :meth:`commit`.
+
+        Raises:
+            SchemaMismatchError: the rows' schema is not the table's.
+        """
+        if not reader.schema.equals(schema_of(self._table)):
+            raise SchemaMismatchError(f"rows do not fit table {self._table!r}: {reader.schema}")
+        write_deltalake(
+            self._uri,
+            reader,
+            mode="append",
+            partition_by=self._partitions,
+            configuration={**_TABLE_CONFIGURATION, "delta.dataSkippingStatsColumns": _STATS_COLUMNS[self._table]},
+            target_file_size=_APPEND_FILE_BYTES,
+            writer_properties=_WRITER_PROPERTIES,
+            storage_options=self._lake.storage_options,
+        )
+        self._written = True
+
+    def commit(self, properties: CommitProperties | Mapping[str, str] | None = None) -> int:
+        """Add every part written to the table in one commit (none when nothing was written).
+
+        Args:
+            properties: the commit's properties, or its custom metadata.
+
+        Returns:
+            The table's version after it.
+        """
+        lake = self._lake
+        if not self._written:
+            return lake.version(self._table)
+        if not isinstance(properties, CommitProperties):
+            properties = CommitProperties(custom_metadata=dict(properties or {}),
+                                          max_commit_retries=_MAX_COMMIT_RETRIES)
+        files = pa.table(DeltaTable(self._uri, storage_options=lake.storage_options).get_add_actions(flatten=False))
+        # The log holds paths URL-encoded (the file `benchmark=a%20b/x` is `benchmark=a%2520b/x` there), and so
+        # does get_add_actions; AddAction takes the file's own path and encodes it again.
+        actions = [_add_action(f"{self._folder}/{unquote(row['path'])}", row) for row in files.to_pylist()]
+        lake.delta_table(self._table).create_write_transaction(
+            actions, mode="append", schema=schema_of(self._table), partition_by=self._partitions,
+            commit_properties=properties,
+        )
+        # The staging table's log is not the table's: its files now belong to the table's log.
+        DeltaStorageHandler(lake.table_uri(self._table), lake.storage_options).delete_dir(f"{self._folder}/_delta_log")
+        self.__init__(lake, self._table)  # type: ignore[misc]  # later parts go to a new staging folder
+        return lake.version(self._table)
 
 
 class _Maintenance:

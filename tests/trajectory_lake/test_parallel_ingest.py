@@ -121,3 +121,8 @@ def test_large_staged_tables_are_written_in_chunks_and_still_committed_once(corp
         assert chunked_lake.version(table) == once_lake.version(table), table  # one commit per table
     files = chunked_lake.maintenance.stats("steps")["files"]
     assert files > once_lake.maintenance.stats("steps")["files"]  # written in several chunks
+    # Bounded commits on top: each commits the parts written since the last one.
+    both_lake = Lake(tmp_path / "both")
+    ingest(corpus, both_lake, workers=1, flush_bytes=256 << 10, commit_bytes=1 << 20)
+    for table in (*DATA_TABLES, "quarantine"):
+        assert comparable_rows(both_lake, table).equals(comparable_rows(once_lake, table)), table
