@@ -347,6 +347,18 @@ class TestLargeLogs:
         assert sum(len(e["failed_calls"]) for e in extras) == 1
         assert sum(len(e["calls_off_chain"]) for e in extras) == 1
 
+    def test_a_json_array_log_streamed_and_held_gives_the_same_rows(self, first, last, tmp_path, monkeypatch):
+        records = [first, last, *(c for i in range(3) for c in _conversation(first, f"task {i}", 3 + i))]
+        path = tmp_path / "calls.json"
+        path.write_text(json.dumps(records), encoding="utf-8")
+        held_lake, streamed_lake = Lake(tmp_path / "held"), Lake(tmp_path / "streamed")
+        ingest([path], held_lake)
+        monkeypatch.setattr(openai_chat, "_HOLD_BYTES", 0)
+        ingest([path], streamed_lake)
+        assert held_lake.read("trajectories").height == 4
+        for table in DATA_TABLES:
+            assert comparable_rows(streamed_lake, table).equals(comparable_rows(held_lake, table)), table
+
     def test_detecting_a_log_reads_its_head_not_the_whole_file(self, log, monkeypatch):
         original = SourceFile._read
 

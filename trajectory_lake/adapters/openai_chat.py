@@ -462,7 +462,8 @@ class OpenAIChatLog(Adapter):
             except (ValueError, TypeError, AttributeError) as exc:
                 yield self.quarantine(locator, str(exc), raw)
                 continue
-            seen = _Seen.of(call, where, None if hold else raw)
+            # Only a line is read again from the file (a document stays parsed in memory): its bytes get a digest.
+            seen = _Seen.of(call, where, raw if not hold and isinstance(where, tuple) else None)
             conversations.setdefault(seen.key, []).append(seen)
             if hold:
                 call.source_name = source.path.name
@@ -478,15 +479,19 @@ class OpenAIChatLog(Adapter):
             """
             if seen.locator in held:
                 return held[seen.locator]
-            try:
-                raw = self._raw_at(source, seen.where)
-            except OSError as exc:
-                raise _ChangedError(f"the file vanished while it was read: {seen.locator} could not be read "
-                                    f"again ({exc.strerror or exc})") from None
-            if seen.raw is not None and _raw_digest(raw) != seen.raw:
-                raise _ChangedError(f"the file changed while it was read: {seen.locator} is no longer the "
-                                    "record first read there")
-            call = _parse_call(self._record_at(source, seen.where, raw)[1], seen.locator)
+            if isinstance(seen.where, tuple):
+                try:
+                    raw = source.read_at(*seen.where)
+                except OSError as exc:
+                    raise _ChangedError(f"the file vanished while it was read: {seen.locator} could not be read "
+                                        f"again ({exc.strerror or exc})") from None
+                if _raw_digest(raw) != seen.raw:
+                    raise _ChangedError(f"the file changed while it was read: {seen.locator} is no longer the "
+                                        "record first read there")
+                record = loads(raw)
+            else:
+                record = source.document if seen.where < 0 else source.document[seen.where]
+            call = _parse_call(record, seen.locator)
             call.source_name = source.path.name
             return call
 
@@ -513,9 +518,8 @@ class OpenAIChatLog(Adapter):
                 yield "$", source.data, self.quarantine("$", str(exc), source.data), -1
                 return
             if isinstance(document, list):
-                for index in range(len(document)):
-                    raw, value = self._record_at(source, index)
-                    yield f"$[{index}]", raw, value, index
+                for index, value in enumerate(document):
+                    yield f"$[{index}]", self._raw_at(source, index), value, index
             else:
                 yield "$", source.data, document, -1
             return
@@ -526,26 +530,15 @@ class OpenAIChatLog(Adapter):
                 number, raw, value, offset = item
                 yield f"line {number}", raw, value, (offset, len(raw))
 
-    @classmethod
-    def _record_at(cls, source: SourceFile, where: _Where, raw: bytes | None = None) -> tuple[bytes, Any]:
-        """``(raw, record)`` of the call record at ``where`` (``-1``: the whole document), parsing ``raw``
-        when it is given (the bytes :meth:`_raw_at` read there).
-
-        Raises:
-            ValueError: the bytes there are no longer JSON.
-        """
+    @staticmethod
+    def _raw_at(source: SourceFile, where: _Where) -> bytes:
+        """The bytes of the call record at ``where`` (``-1``: the whole document), a line as it is in the
+        file now, an element of a JSON array as JSON."""
         if isinstance(where, tuple):
-            raw = source.read_at(*where) if raw is None else raw
-            return raw, loads(raw)
+            return source.read_at(*where)
         if where < 0:
-            return source.data, source.document
-        value = source.document[where]
-        return json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"), value
-
-    @classmethod
-    def _raw_at(cls, source: SourceFile, where: _Where) -> bytes:
-        """The bytes of the call record at ``where``, as they are in the file now."""
-        return source.read_at(*where) if isinstance(where, tuple) else cls._record_at(source, where)[0]
+            return source.data
+        return json.dumps(source.document[where], ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
 
     def _bundles(
         self,
