@@ -9,8 +9,8 @@ candidates' text only, never which system or model wrote them.
 Per candidate, within its task (:data:`FEATURES`):
 
 * ``soft_consensus`` — mean line-level Jaccard similarity between its set of changed lines (the
-  ``+``/``-`` lines of :func:`~value_model.metrics.normalise_patch`) and each other candidate's;
-* ``exact_share`` — the fraction of the other candidates whose normalised patch is identical;
+  ``+``/``-`` lines of :func:`~value_model.metrics.normalise_candidate`) and each other candidate's;
+* ``exact_share`` — the fraction of the other candidates whose normalised content is identical;
 * ``file_agreement`` — mean Jaccard similarity of the sets of files touched;
 * ``added_consensus`` — mean Jaccard similarity of the added (``+``) lines alone: the fix itself;
 * ``max_similarity`` — the largest line-level Jaccard similarity to any other candidate;
@@ -24,6 +24,12 @@ Per candidate, within its task (:data:`FEATURES`):
   among correct candidates.
 
 A task with one candidate gets zeros for the agreement features. All are pure functions of strings.
+
+Candidates that are not diffs (a tau-bench answer's actions and final message, a next action, a
+plain-text answer) are compared on their own lines (:func:`~value_model.metrics.normalise_candidate`:
+a JSON answer gives a line per action and per field), so the line, token, exact-match and size
+features measure agreement between answers as they do between patches; the file, location and test
+features are 0 for them.
 
 :data:`FEATURES` also holds the per-candidate content features of :mod:`value_model.patch_features`
 (the patch relative to the issue, and their within-task z-scores). The issue features read the
@@ -52,7 +58,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from value_model.metrics import normalise_patch
+from value_model.metrics import normalise_candidate
 from value_model.patch_features import ISSUE_FEATURES, PATCH_FEATURES, RELATIVE_FEATURES, task_patch_features
 
 __all__ = [
@@ -96,13 +102,16 @@ _TEST_PATH = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*\.py$|_tests?\.p
 
 
 def changed_lines(patch: str) -> frozenset[str]:
-    """The set of changed lines of a unified diff, each ``+``/``-`` prefixed and whitespace-collapsed.
+    """The set of changed lines of a unified diff, each ``+``/``-`` prefixed and whitespace-collapsed;
+    of any other candidate, its lines (:func:`~value_model.metrics.normalise_candidate`).
 
     Examples:
         >>> sorted(changed_lines("--- a/x\\n+++ b/x\\n@@ -1 +1 @@\\n-a  = 1\\n+a = 2\\n same\\n"))
         ['+a = 2', '-a = 1']
+        >>> sorted(changed_lines('{"actions": [{"name": "cancel"}], "final_message": "Done."}'))
+        ['+actions[]={"name": "cancel"}', '+final_message="Done."']
     """
-    text = normalise_patch(patch)
+    text = normalise_candidate(patch)
     return frozenset(text.splitlines()) if text else frozenset()
 
 
@@ -183,7 +192,7 @@ def consensus_features(candidates: Sequence[str], *, prompt: str | None = None) 
     files = [changed_files(c) for c in candidates]
     tokens = [changed_tokens(c) for c in candidates]
     locations = [hunk_locations(c) for c in candidates]
-    keys = [normalise_patch(c) for c in candidates]
+    keys = [normalise_candidate(c) for c in candidates]
     counts = Counter(keys)
     sizes = np.log1p([len(s) for s in lines])
     median = float(np.median(sizes))

@@ -17,6 +17,7 @@ curve at k = n; the curve's own k = 1 is Random.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter, defaultdict
@@ -29,7 +30,9 @@ __all__ = [
     "best_at_k_curve",
     "brier_score",
     "expected_calibration_error",
+    "is_diff",
     "majority_vote_scores",
+    "normalise_candidate",
     "normalise_patch",
     "pass_at_k",
     "pass_at_k_curve",
@@ -272,9 +275,62 @@ def normalise_patch(patch: str) -> str:
     return "\n".join(changed)
 
 
+_DIFF = re.compile(r"^(?:@@ -\d|diff --git |\+\+\+ )", re.MULTILINE)
+
+
+def is_diff(content: str) -> bool:
+    """Whether ``content`` is a unified diff: it has a hunk header, a ``diff --git`` line or a ``+++`` header.
+
+    Examples:
+        >>> is_diff("--- a/x\\n+++ b/x\\n@@ -1 +1 @@\\n-a\\n+b\\n"), is_diff("- buy milk\\n- call Bob")
+        (True, False)
+    """
+    return _DIFF.search(content) is not None
+
+
+def _json_lines(value: object, path: str) -> list[str]:
+    if isinstance(value, dict):
+        return [line for key in sorted(value, key=str)
+                for line in _json_lines(value[key], f"{path}.{key}" if path else str(key))]
+    if isinstance(value, list):
+        return [f"{path}[]=" + json.dumps(item, sort_keys=True, ensure_ascii=False) for item in value]
+    return [f"{path}=" + json.dumps(value, ensure_ascii=False)]
+
+
+def normalise_candidate(content: str) -> str:
+    """The lines that carry a candidate's meaning, whitespace-collapsed, each ``+``/``-`` prefixed.
+
+    A unified diff gives its changed lines (:func:`normalise_patch`). Any other candidate (a final
+    answer, an action, a tool call) gives all its lines, each prefixed ``+``; a JSON document gives one
+    line per leaf (``path=value``, keys sorted) and per list item (``path[]=item`` as canonical
+    JSON), so a re-indented answer or one with its keys in another order normalises alike, and two
+    answers that take the same actions share those lines. Agreement between candidates
+    (:func:`majority_vote_scores`, :mod:`value_model.consensus`) is measured on these lines.
+
+    Examples:
+        >>> normalise_candidate("--- a/x\\n+++ b/x\\n@@ -1 +1 @@\\n-a  = 1\\n+a = 2\\n same\\n")
+        '-a = 1\\n+a = 2'
+        >>> normalise_candidate('{"b": 1, "a": [{"y": 2, "x": 1}]}')
+        '+a[]={"x": 1, "y": 2}\\n+b=1'
+        >>> normalise_candidate("The answer  is\\n\\n 42.")
+        '+The answer is\\n+42.'
+    """
+    if is_diff(content):
+        return normalise_patch(content)
+    lines = content.splitlines()
+    if content.lstrip()[:1] in ("{", "["):
+        try:
+            lines = _json_lines(json.loads(content), "")
+        except ValueError:
+            pass
+    collapsed = (_WS.sub(" ", line).strip() for line in lines)
+    return "\n".join("+" + line for line in collapsed if line)
+
+
 def majority_vote_scores(task_ids: Sequence[str], contents: Sequence[str]) -> list[float]:
-    """How many candidates of the same task share each candidate's normalised patch (self-consistency)."""
-    keys = [normalise_patch(c) for c in contents]
+    """How many candidates of the same task share each candidate's normalised content
+    (:func:`normalise_candidate`): self-consistency, for patches and answers alike."""
+    keys = [normalise_candidate(c) for c in contents]
     out = [0.0] * len(keys)
     for idx in _groups(task_ids).values():
         counts = Counter(keys[i] for i in idx)
@@ -284,8 +340,8 @@ def majority_vote_scores(task_ids: Sequence[str], contents: Sequence[str]) -> li
 
 
 def patch_length_scores(contents: Sequence[str]) -> list[float]:
-    """Shorter patches first: minus the number of changed lines."""
-    return [-float(len(normalise_patch(c).splitlines())) for c in contents]
+    """Shorter candidates first: minus the number of lines of :func:`normalise_candidate` (a patch's changed lines)."""
+    return [-float(len(normalise_candidate(c).splitlines())) for c in contents]
 
 
 def run_prior_scores(

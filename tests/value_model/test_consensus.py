@@ -94,6 +94,61 @@ class TestFeatures:
             consensus_features_by_task(["t1", "t2"], [A])
 
 
+# Two answers that take the same two actions (keys in another order, re-indented) and one that cancels.
+ANSWER_1 = '{"actions": [{"name": "get_user", "arguments": {"id": 7}}, {"name": "refund", "arguments": {"amount": 5}}]}'
+ANSWER_2 = """{
+  "actions": [
+    {"arguments": {"id": 7}, "name": "get_user"},
+    {"arguments": {"amount": 5}, "name": "refund"}
+  ]
+}"""
+ANSWER_3 = '{"actions": [{"name": "get_user", "arguments": {"id": 7}}, {"name": "cancel", "arguments": {}}]}'
+
+
+class TestAnswers:
+    """Candidates that are not diffs (answers, actions) are compared on their own lines."""
+
+    def test_json_answers_normalise_alike_whatever_their_layout(self):
+        assert changed_lines(ANSWER_1) == changed_lines(ANSWER_2) == {
+            '+actions[]={"arguments": {"id": 7}, "name": "get_user"}',
+            '+actions[]={"arguments": {"amount": 5}, "name": "refund"}',
+        }
+        assert changed_files(ANSWER_1) == frozenset() and hunk_locations(ANSWER_1) == frozenset()
+
+    def test_answer_features_match_a_hand_computation(self):
+        f = consensus_features([ANSWER_1, ANSWER_2, ANSWER_3])
+        # lines: 1 = 2 = {get_user, refund}; 3 = {get_user, cancel}: J(1, 3) = 1/3
+        np.testing.assert_allclose(feature(f, "soft_consensus"), [(1 + 1 / 3) / 2, (1 + 1 / 3) / 2, 1 / 3])
+        np.testing.assert_allclose(feature(f, "exact_share"), [0.5, 0.5, 0])
+        np.testing.assert_allclose(feature(f, "max_similarity"), [1, 1, 1 / 3])
+        for name in ("file_agreement", "location_overlap", "touches_tests"):
+            assert not feature(f, name).any()
+
+    def test_plain_text_answers_agree_on_their_lines(self):
+        from value_model.metrics import majority_vote_scores
+
+        answers = ["The answer is  42.", "the answer is 41.", "The answer is 42."]
+        assert majority_vote_scores(["t"] * 3, answers) == [2.0, 1.0, 2.0]
+        np.testing.assert_allclose(feature(consensus_features(answers), "exact_share"), [0.5, 0, 0.5])
+
+    def test_real_tau_bench_answers_get_agreement_features(self, agent_lake):
+        """Before, every feature of an answer was 0 and majority vote tied all of a task's answers."""
+        from value_model.metrics import majority_vote_scores
+
+        rows = load_examples(agent_lake, kind="answer").frame.sort("candidate_id")
+        tasks, contents = rows["task_id"].to_list(), rows["content"].to_list()
+        f = consensus_features_by_task(tasks, contents)
+        shared = [t for t in set(tasks) if tasks.count(t) > 1]
+        assert len(shared) >= 2
+        for task in shared:
+            idx = [i for i, t in enumerate(tasks) if t == task]
+            assert feature(f, "token_consensus")[idx].min() > 0  # the same tools and ids recur
+            assert len(set(feature(f, "token_consensus")[idx].round(6))) > 1  # and they tell answers apart
+        assert not feature(f, "file_agreement").any()
+        # No two trials of these tasks took exactly the same actions and said the same final message.
+        assert set(majority_vote_scores(tasks, contents)) == {1.0}
+
+
 class TestCombiner:
     @staticmethod
     def synthetic(n_tasks: int = 40, seed: int = 0) -> tuple[np.ndarray, np.ndarray, list[str]]:
