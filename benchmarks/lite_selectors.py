@@ -11,6 +11,10 @@ Two measurements, both on tasks the fitted part never saw:
 * ``--variants``: the same K-fold for a fixed list of combiners (inputs x objective x L2, an L2
   chosen by inner CV on the training folds, a bagged fit), all on the same fold shuffles: mean Best@1
   over the shuffles and, on the first, paired differences against majority vote and the best run.
+* ``--unseen-runs``: the same K-fold once per run, with that run's candidates left out of the
+  combiner's training tasks (their consensus features recomputed without them): Best@1 on the tasks
+  where the run has a candidate, against the combiner that saw it, on the same shuffles. It asks
+  whether the scorer ranks a new agent's candidates as well as those of the agents it learnt from.
 * ``--model DIR``: the slice's validation split, scored by a trained artefact's network, with the
   combiner of the artefact's recipe cross-fitted over the validation tasks (as ``harvest train``
   reports it), next to the network alone and the baselines. Repeated (``--model A --model B ...``,
@@ -24,6 +28,7 @@ Usage::
     python benchmarks/lite_selectors.py --lake ./lake --slice configs/slices/swebench-lite.toml \
         --model A --model B --model C
     python benchmarks/lite_selectors.py --lake ./lake --slice configs/slices/swebench-lite.toml --variants
+    python benchmarks/lite_selectors.py --lake ./lake --slice configs/slices/swebench-lite.toml --unseen-runs
 
 The model never sees which run wrote a candidate; only the ``best_single_run`` baseline does.
 """
@@ -205,6 +210,51 @@ def variants(rows: pl.DataFrame, *, folds: int, repeats: int) -> None:
               + "".join(f"{d.estimate:>+10.3f} [{d.low:+.3f}, {d.high:+.3f}]" for d in diffs), flush=True)
 
 
+def unseen_runs(rows: pl.DataFrame, *, folds: int, repeats: int, l2: float, inputs: tuple[str, ...] = CONSENSUS,
+                objective: str = "pointwise") -> None:
+    """Whether the joint scorer ranks the candidates of an agent it never saw as well as those of one it saw.
+
+    For each run R, the same task-grouped K-fold twice over the same shuffles: once as :func:`kfold`
+    (R's candidates among the training rows), once with R removed from the training tasks, their
+    consensus features recomputed without R's candidates (as if R had never run). Held-out tasks are
+    scored with all their candidates either way; Best@1 is measured on the tasks where R has one.
+    """
+    tasks = np.array(rows.get_column("task_id").to_list())
+    y = rows.get_column("label").to_numpy()
+    runs = np.array(rows.get_column("run_id").to_list())
+    features = _features(rows)
+    shuffles = [_folds(tasks, folds, repeat) for repeat in range(repeats)]
+
+    def fitted(which: np.ndarray, train: np.ndarray, train_x: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(y))
+        for k in range(folds):
+            held, rest = which == k, (which != k) & train
+            out[held] = Combiner.fit(inputs, train_x[rest], y[rest], l2=l2, objective=objective,
+                                     task_ids=list(tasks[rest])).logits(features[held])
+        return out
+
+    seen = [fitted(which, np.ones(len(y), dtype=bool), features) for which in shuffles]
+    print(f"task-grouped {folds}-fold over {len(np.unique(tasks))} tasks, {len(y)} candidates, {repeats} shuffles; "
+          f"combiner: {', '.join(inputs)} ({objective}, L2 {l2}); Best@1 on the tasks where the run has a candidate")
+    print(f"{'run left out of training':<44}{'tasks':>6}{'its success':>12}{'seen: Best@1':>14}{'unseen: Best@1':>16}"
+          f"{'unseen - seen, shuffle 0 [95% CI]':>36}")
+    for run in sorted(set(runs)):
+        others = runs != run
+        without = np.zeros_like(features)
+        without[others] = _features(rows.filter(pl.col("run_id") != run))
+        on = np.isin(tasks, np.unique(tasks[~others]))
+        unseen = [fitted(which, others, without) for which in shuffles]
+        best = {name: [selection_metrics(list(tasks[on]), y[on], s[on])["best_at_1"] for s in scores]
+                for name, scores in (("seen", seen), ("unseen", unseen))}
+        first = evaluate_scores(list(tasks[on]), y[on], unseen[0][on], baselines={"seen": seen[0][on]},
+                                options=EvaluationOptions(n_bootstrap=2000), scorer=f"without {run}")
+        diff = first.differences["seen"]["best"]
+        name = rows.filter(pl.col("run_id") == run).get_column("run_name").drop_nulls().first() or run
+        print(f"{name:<44}{len(np.unique(tasks[on])):>6}{y[~others].mean():>12.3f}"
+              f"{np.mean(best['seen']):>14.3f}{np.mean(best['unseen']):>16.3f}"
+              f"{diff.estimate:>+13.3f} [{diff.low:+.3f}, {diff.high:+.3f}]", flush=True)
+
+
 def _network_values(scorer: Scorer, val: pl.DataFrame) -> np.ndarray:
     """The network's raw values (logits) of the validation candidates, each task's candidates together."""
     tasks = val.get_column("task_id").to_list()
@@ -311,11 +361,16 @@ def main() -> None:
                         help=f"comma-separated combiner inputs for the k-fold (known: {', '.join(FEATURES)})")
     parser.add_argument("--objective", choices=OBJECTIVES, default="pointwise")
     parser.add_argument("--variants", action="store_true", help="k-fold a fixed list of combiners")
+    parser.add_argument("--unseen-runs", action="store_true",
+                        help="k-fold with each run left out of the combiner's training in turn")
     args = parser.parse_args()
     lake = Lake(args.lake)
     rows = examples_of(scan_slice(lake, resolve_slice(lake, load_spec(args.slice))).collect())
     if args.variants:
         variants(rows, folds=args.folds, repeats=args.repeats)
+    elif args.unseen_runs:
+        unseen_runs(rows, folds=args.folds, repeats=args.repeats, l2=args.l2, inputs=tuple(args.inputs.split(",")),
+                    objective=args.objective)
     elif args.model is None:
         kfold(rows, folds=args.folds, repeats=args.repeats, l2=args.l2, inputs=tuple(args.inputs.split(",")),
               objective=args.objective)
