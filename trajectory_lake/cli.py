@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from datetime import UTC, datetime
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
@@ -144,17 +145,17 @@ def _version_options(func: Any) -> Any:  # noqa: ANN401 - a click command
     return click.option("--version", "version_", type=int, default=None, help="Read this table version.")(func)
 
 
-def _pick_version(version: int | None, as_of: str | None) -> int | str | None:
+def _pick_version(version: int | None, as_of: str | None) -> int | datetime | None:
     if version is not None and as_of is not None:
         raise click.BadParameter("give --version or --as-of, not both")
     if as_of is not None:
-        from datetime import datetime
-
         try:
-            datetime.fromisoformat(as_of.replace("Z", "+00:00"))
+            when = datetime.fromisoformat(as_of.replace("Z", "+00:00"))
         except ValueError as exc:
             raise click.BadParameter(f"--as-of {as_of!r} is not an ISO 8601 time") from exc
-        return as_of.replace("Z", "+00:00") if as_of.endswith("Z") else as_of
+        # delta-rs parses only full RFC 3339 strings; a datetime also carries a date alone or a time without
+        # seconds or zone (read as UTC, as the slice specs' times are).
+        return when if when.tzinfo else when.replace(tzinfo=UTC)
     return version
 
 

@@ -197,3 +197,16 @@ class TestLakeCommands:
         result = _run(harvest, "lake", "history", "candidates", "--lake", str(tmp_path / "nowhere"))
         assert result.exit_code == 1, result.exception
         assert "lake table 'candidates' not found" in result.stderr
+
+    @pytest.mark.parametrize("as_of", ["2999-01-01", "2999-01-01T00:00:00", "2999-01-01T00:00Z"])
+    def test_lake_read_as_of_an_iso_time_without_zone_or_seconds_reads_the_table(self, harvest, ingested, as_of):
+        lake, _ = ingested
+        result = _ok(_run(harvest, "lake", "read", "candidates", "--lake", lake.uri, "--as-of", as_of,
+                          "--limit", "0", "--columns", "candidate_id", "--format", "csv"))
+        assert len(result.stdout.splitlines()) == 1 + N_CANDIDATES
+
+    def test_lake_stats_as_of_a_date_reads_the_table(self, harvest, ingested):
+        lake, _ = ingested
+        result = _ok(_run(harvest, "lake", "stats", "candidates", "--lake", lake.uri, "--as-of", "2999-01-01",
+                          "--json"))
+        assert json.loads(result.stdout)[0]["rows"] == N_CANDIDATES
