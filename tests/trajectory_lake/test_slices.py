@@ -61,11 +61,13 @@ class TestSpec:
             SliceSpec(name="x", labelled_only=False, label_min=0.5)
 
     def test_the_batched_bucket_hash_equals_task_bucket(self):
-        from trajectory_lake.slices import task_bucket, task_buckets
+        from trajectory_lake.slices import _task_buckets, task_bucket, task_buckets
 
         ids = ["swe-bench/django__django-11099", "tau-bench/airline/0", "é-task", ""]
         for seed in (0, 7):  # the split and the balance ranks of saved manifests must not move
             assert task_buckets(ids, seed) == [task_bucket(i, seed) for i in ids]
+            assert _task_buckets(pl.Series(ids), seed).to_list() == task_buckets(ids, seed)
+        assert task_bucket("swe-bench/django__django-11099") == 0.983249612969722  # as saved manifests have it
 
     def test_times_are_parsed_as_utc(self):
         spec = SliceSpec(name="x", ingested_after="2026-01-01T00:00:00")
@@ -225,6 +227,13 @@ class TestReproducibility:
         with pytest.raises((TableNotFoundError, FileNotFoundError, OSError)):
             lake.read("candidates", version=1)
         assert lake.read("candidates").height == 420
+
+    def test_a_manifest_pinning_a_version_the_table_lacks_names_the_table(self, lite_lake):
+        manifest = resolve_slice(lite_lake, SliceSpec(name="x"))
+        missing = load_manifest({**json.loads(manifest.to_json()),
+                                 "versions": {**manifest.versions, "tasks": manifest.versions["tasks"] + 99}})
+        with pytest.raises(TableNotFoundError, match="'tasks'"):
+            scan_slice(lite_lake, missing)
 
     def test_a_tampered_manifest_is_refused(self, lite_lake):
         manifest = resolve_slice(lite_lake, SliceSpec(name="x", runs=["20240402_sweagent_gpt4"]))
