@@ -178,7 +178,12 @@ def lake_read(table: str, lake_uri: str | None, storage_options: tuple[str, ...]
     except LakeError as exc:
         raise click.ClickException(str(exc)) from exc
     if columns:
-        frame = frame.select([c.strip() for c in columns.split(",")])
+        names = [c.strip() for c in columns.split(",")]
+        known = frame.collect_schema().names()
+        unknown = [c for c in names if c not in known]
+        if unknown:
+            raise click.BadParameter(f"unknown column(s) {unknown}; {table} has {known}", param_hint="--columns")
+        frame = frame.select(names)
     if limit:
         frame = frame.head(limit)
     data = frame.collect()

@@ -210,3 +210,9 @@ class TestLakeCommands:
         result = _ok(_run(harvest, "lake", "stats", "candidates", "--lake", lake.uri, "--as-of", "2999-01-01",
                           "--json"))
         assert json.loads(result.stdout)[0]["rows"] == N_CANDIDATES
+
+    def test_lake_read_of_an_unknown_column_is_a_usage_error_naming_the_columns(self, harvest, ingested):
+        result = _run(harvest, "lake", "read", "candidates", "--lake", ingested[0].uri, "--columns", "candidate_id,nope")
+        assert result.exit_code == 2, result.exception
+        assert "unknown column(s) ['nope']" in result.stderr
+        assert "candidate_id" in result.stderr
