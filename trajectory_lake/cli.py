@@ -207,8 +207,11 @@ def lake_stats(tables: tuple[str, ...], lake_uri: str | None, storage_options: t
                version_: int | None, as_of: str | None, as_json: bool) -> None:
     """Version, rows, files and bytes of each table (all by default)."""
     lake = open_lake(lake_uri, storage_options)
-    stats = [lake.maintenance.stats(t, version=_pick_version(version_, as_of))
-             for t in (tables or TABLE_NAMES) if lake.exists(t)]
+    version = _pick_version(version_, as_of)
+    try:
+        stats = [lake.maintenance.stats(t, version=version) for t in (tables or TABLE_NAMES) if lake.exists(t)]
+    except LakeError as exc:
+        raise click.ClickException(str(exc)) from exc
     if as_json:
         click.echo(json.dumps(stats, indent=2))
         return

@@ -216,3 +216,8 @@ class TestLakeCommands:
         assert result.exit_code == 2, result.exception
         assert "unknown column(s) ['nope']" in result.stderr
         assert "candidate_id" in result.stderr
+
+    def test_lake_stats_of_a_missing_version_exits_non_zero_with_the_reason(self, harvest, ingested):
+        result = _run(harvest, "lake", "stats", "candidates", "--lake", ingested[0].uri, "--version", "99")
+        assert result.exit_code == 1, result.exception
+        assert "cannot load 'candidates' at version 99" in result.stderr
