@@ -11,6 +11,7 @@ Examples:
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
@@ -218,6 +219,33 @@ class AsyncRerankClient:
         """POST ``/admin/reload``."""
         return _decode(await self._http.post("/admin/reload", json={"model": model} if model else {}))
 
+    async def metrics(self) -> str:
+        """GET ``/metrics`` (Prometheus text)."""
+        response = await self._http.get("/metrics")
+        if response.status_code >= 400:
+            _decode(response)  # raises
+        return response.text
+
     async def health(self) -> dict[str, Any]:
         """GET ``/health``."""
         return _decode(await self._http.get("/health"))
+
+    async def ready(self) -> bool:
+        """Whether ``/ready`` answers 200."""
+        try:
+            return (await self._http.get("/ready")).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    async def wait_until_ready(self, timeout: float = 120.0, interval: float = 0.25) -> None:
+        """Poll ``/ready`` until it answers 200.
+
+        Raises:
+            TimeoutError: not ready within ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if await self.ready():
+                return
+            await asyncio.sleep(interval)
+        raise TimeoutError(f"the reranker at {self._http.base_url} was not ready after {timeout:.0f}s")

@@ -103,3 +103,15 @@ class TestAsyncClient:
                 await client.rerank("p", [])
         assert raised.value.status == 422
         assert "candidates" in str(raised.value)
+
+    async def test_ready_wait_and_metrics_answer_as_the_sync_clients_do(self, server):
+        async with AsyncRerankClient(server.url) as client:
+            assert await client.ready() is True
+            await client.wait_until_ready(timeout=5)
+            assert "harvest_requests_total" in await client.metrics()
+
+    async def test_ready_is_false_and_wait_times_out_when_nothing_listens(self, dead_url):
+        async with AsyncRerankClient(dead_url, timeout=2) as client:
+            assert await client.ready() is False
+            with pytest.raises(TimeoutError, match="not ready after"):
+                await client.wait_until_ready(timeout=0.3, interval=0.05)
