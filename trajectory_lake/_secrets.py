@@ -12,6 +12,7 @@ it was.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 __all__ = ["is_secret_key", "without_secrets"]
@@ -48,7 +49,13 @@ def is_secret_key(key: object) -> bool:
         >>> [is_secret_key(k) for k in ("eos_token", "pad_token", "hf_token", "refresh_token")]
         [False, False, True, True]
     """
-    if not isinstance(key, str) or _SECRET_KEY.search(key) is None:
+    return isinstance(key, str) and _is_secret_name(key)
+
+
+@lru_cache(maxsize=4096)
+def _is_secret_name(key: str) -> bool:
+    # Cached: every record of a run repeats its config's keys, and three regex searches per key add up.
+    if _SECRET_KEY.search(key) is None:
         return False
     return _CONTACT.search(key) is not None or _ABOUT_A_KEY.search(key) is None
 

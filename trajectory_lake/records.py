@@ -169,8 +169,9 @@ def task_id_for(family: str, instance_id: str) -> str:
 _KINDS = {"text": "a string", "integer": "an integer", "number": "a number", "flag": "true or false"}
 
 
-def _check(what: str, value: Any, kind: str) -> None:  # noqa: ANN401 - validated here
-    """Raise ``ValueError`` naming ``what`` unless ``value`` is ``None`` or fits its column (``_KINDS``).
+def _check(what: str, value: Any, kind: str, *, step: int | None = None) -> None:  # noqa: ANN401 - validated here
+    """Raise ``ValueError`` naming ``what`` (of step ``step``, if given) unless ``value`` is ``None`` or fits
+    its column (``_KINDS``).
 
     A source's field of the wrong type would otherwise reach the table's schema check, which can only
     say "rows do not fit"; raised here, the adapter quarantines the record with this reason.
@@ -185,7 +186,8 @@ def _check(what: str, value: Any, kind: str) -> None:  # noqa: ANN401 - validate
         fits = isinstance(value, int | float) and not isinstance(value, bool)
     if not fits:
         shown = repr(value) if isinstance(value, bool | int | float) else type(value).__name__
-        raise ValueError(f"{what} must be {_KINDS[kind]}, got {shown}")
+        where = what if step is None else f"step {step}: {what}"  # built only here: make_step runs per event
+        raise ValueError(f"{where} must be {_KINDS[kind]}, got {shown}")
 
 
 def make_run(
@@ -352,10 +354,10 @@ def make_step(
     """
     if not isinstance(role, str) or not role:
         raise ValueError(f"step {step_index}: role must be a non-empty string, got {role!r}")
-    _check(f"step {step_index}: reasoning", reasoning, "text")
-    _check(f"step {step_index}: tool_call_id", tool_call_id, "text")
-    _check(f"step {step_index}: is_error", is_error, "flag")
-    _check(f"step {step_index}: tokens", tokens, "integer")
+    _check("reasoning", reasoning, "text", step=step_index)
+    _check("tool_call_id", tool_call_id, "text", step=step_index)
+    _check("is_error", is_error, "flag", step=step_index)
+    _check("tokens", tokens, "integer", step=step_index)
     if content is not None and not isinstance(content, str):
         content = json.dumps(content, ensure_ascii=False)  # multimodal content parts
     return {

@@ -146,6 +146,9 @@ _BOOKKEEPING_ARGS = frozenset(
 _NON_STEP_ACTIONS = frozenset({"recall", "change_agent_state"})
 _NON_STEP_OBSERVATIONS = frozenset({"agent_state_changed"})
 _EDITOR_OBSERVATIONS = frozenset({"edit", "read", "write"})
+# Values a step's extra (and a kept bookkeeping event) leaves out. Built once: this runs for every key
+# of every event.
+_EMPTY = (None, {}, [])
 _VERSION_IN_NOTE = re.compile(r"_N_v?(\d+\.\d+(?:\.\d+)?)")
 _SWE_INSTANCE = re.compile(r"^[A-Za-z0-9_.-]+__[A-Za-z0-9_.-]+-\d+$")
 
@@ -562,7 +565,7 @@ def _sdk_observation_step(
 
 
 def _compact(event: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in event.items() if v not in (None, {}, [])}
+    out = {k: v for k, v in event.items() if v not in _EMPTY}
     if isinstance(out.get("timestamp"), datetime):
         out["timestamp"] = out["timestamp"].isoformat()
     return out
@@ -747,7 +750,7 @@ def _step(
         "is_error": is_error,
         "tokens": tokens,
         "timestamp": timestamp,
-        "extra": {k: v for k, v in (extra or {}).items() if v not in (None, {}, [])},
+        "extra": {k: v for k, v in (extra or {}).items() if v not in _EMPTY},
     }
 
 
