@@ -357,15 +357,19 @@ class RerankService:
             )
         n_truncated = sum(result.truncated)
         if n_truncated:
-            warnings.append(
-                f"{n_truncated} candidate(s) were truncated to the model's token budget "
+            # One flag per candidate covers both cuts, so the warning names both when both could apply
+            # (and none when nothing was cut, whatever max_tokens_per_candidate asked for).
+            how = (
+                "to the model's token budget "
                 "(task head, candidate head and tail, oldest context steps first)"
             )
-        if max_tokens_per_candidate is not None:
-            warnings.append(
-                f"candidates were cut to {max_tokens_per_candidate} tokens first "
-                f"(keeping their {'head' if truncation_side == 'right' else 'tail'})"
-            )
+            if max_tokens_per_candidate is not None:
+                kept = "head" if truncation_side == "right" else "tail"
+                how = (
+                    f"to max_tokens_per_candidate ({max_tokens_per_candidate} tokens, keeping their "
+                    f"{kept}) or {how}"
+                )
+            warnings.append(f"{n_truncated} candidate(s) were truncated {how}")
         if self.recorder is not None:
             info = result.model
             self.served.add(

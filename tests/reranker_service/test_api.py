@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from reranker_service import DummyBackend, Settings, create_app
+from reranker_service.backends.base import Prepared, ScoreInput
 from tests.reranker_service._helpers import WAIT_S, FailingBackend, rerank_body
 
 pytestmark = pytest.mark.slow  # starts a server
@@ -110,6 +111,39 @@ class TestRerank:
 
         assert response.status_code == 200, response.text
         assert [r["rank"] for r in response.json()["results"]] == [1, 2, 3]
+
+
+class CuttingBackend(DummyBackend):
+    """The dummy, except that ``max_tokens_per_candidate`` cuts (and flags) candidates longer than it."""
+
+    def prepare(self, query: ScoreInput) -> Prepared:
+        prepared = super().prepare(query)
+        limit = query.max_tokens_per_candidate
+        cut = [limit is not None and len(c) // 4 > limit for c in query.candidates]
+        return Prepared(items=prepared.items, truncated=cut)
+
+
+class TestTruncationWarnings:
+    def test_max_tokens_per_candidate_adds_no_warning_when_no_candidate_is_cut(self, http):
+        body = http.post("/v1/rerank", json=rerank_body(2, max_tokens_per_candidate=512)).json()
+
+        assert body["usage"]["truncated"] == 0
+        assert body["warnings"] == []
+
+    def test_a_candidate_cut_by_max_tokens_per_candidate_is_not_said_to_be_cut_to_the_models_budget(
+        self, live_server
+    ):
+        server = live_server(create_app(Settings(), backend=CuttingBackend()))
+        request = {"task": {"prompt": "p"}, "candidates": [{"content": "x" * 400}, {"content": "short"}],
+                   "max_tokens_per_candidate": 8}
+        with server.client() as http:
+            body = http.post("/v1/rerank", json=request).json()
+
+        assert body["usage"]["truncated"] == 1
+        assert len(body["warnings"]) == 1
+        assert body["warnings"][0].startswith(
+            "1 candidate(s) were truncated to max_tokens_per_candidate (8 tokens, keeping their head) or"
+        )
 
 
 class TestValidation:
