@@ -34,7 +34,13 @@ def error_body(kind: str, message: str, **extra: object) -> dict[str, object]:
 def _describe(errors: list[dict[str, object]]) -> str:
     parts = []
     for err in errors[:5]:
-        location = ".".join(str(p) for p in err.get("loc", ()) if p != "body")  # type: ignore[union-attr]
+        loc = tuple(err.get("loc", ()))  # type: ignore[arg-type]
+        if err.get("type") == "json_invalid":  # its loc is ("body", character offset), not a field
+            reason = (err.get("ctx") or {}).get("error")  # type: ignore[union-attr]
+            at = f" at character {loc[1]}" if len(loc) > 1 else ""
+            parts.append(f"body: not valid JSON{at}" + (f" ({reason})" if reason else ""))
+            continue
+        location = ".".join(str(p) for p in loc if p != "body")
         parts.append(f"{location or 'body'}: {err.get('msg')}")
     return "; ".join(parts)
 
@@ -45,9 +51,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
-        return JSONResponse(
-            status_code=422, content=error_body("invalid_request", _describe(errors), detail=errors)
-        )
+        message = _describe([{**e, "ctx": e.get("ctx")} for e in exc.errors()])
+        return JSONResponse(status_code=422, content=error_body("invalid_request", message, detail=errors))
 
     @app.exception_handler(OverloadedError)
     async def overloaded(request: Request, exc: OverloadedError) -> JSONResponse:

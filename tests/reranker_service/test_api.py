@@ -147,6 +147,13 @@ class TestTruncationWarnings:
 
 
 class TestValidation:
+    def test_a_body_that_is_not_json_is_named_as_such_with_where_it_breaks(self, http):
+        response = http.post("/v1/rerank", content=b'{"task": {"prompt": "p"}, oops}',
+                             headers={"Content-Type": "application/json"})
+
+        assert response.status_code == 422
+        assert response.json()["error"]["message"].startswith("body: not valid JSON at character 26")
+
     @pytest.mark.parametrize(
         ("body", "field", "says"),
         [
