@@ -363,16 +363,64 @@ class TestPartitionPruning:
         assert set(frame["benchmark"]) == {"swe-bench-verified"}
 
 
+@pytest.fixture(scope="module")
+def formats_lake(shared_data, tmp_path_factory):
+    """Every format's sample: six benchmarks' partitions and the unknown-benchmark one."""
+    lake = Lake(tmp_path_factory.mktemp("formats") / "lake")
+    ingest([shared_data / "formats"], lake)
+    return lake
+
+
+class TestPinnedScans:
+    """A slice reads each pinned table as a Parquet scan of its files where ``pl.scan_delta`` would read
+    the same rows (reader protocol 1: what delta-rs writes), and through ``pl.scan_delta`` otherwise."""
+
+    @pytest.mark.parametrize("table", ["candidates", "outcomes", "trajectories", "tasks", "runs", "steps"])
+    def test_a_pinned_scan_reads_what_polars_delta_scan_reads(self, formats_lake, table):
+        from trajectory_lake.slices import _scan
+
+        dt = formats_lake.delta_table(table)
+        scan = _scan(formats_lake, dt)
+        assert "Parquet SCAN" in scan.explain(optimized=False)
+        assert scan.collect().equals(pl.scan_delta(dt).collect())
+        if table != "runs":  # the unknown-benchmark partition (__HIVE_DEFAULT_PARTITION__) reads as null
+            unknown = pl.col("benchmark").is_null()
+            rows = scan.filter(unknown).collect()
+            assert rows.height > 0 and rows.equals(pl.scan_delta(dt).filter(unknown).collect())
+
+    def test_files_written_before_a_column_was_added_read_it_as_null(self, tmp_path):
+        from deltalake import DeltaTable, write_deltalake
+
+        from trajectory_lake.slices import _scan
+
+        uri = str(tmp_path / "table")
+        first = pl.DataFrame({"id": ["a"], "benchmark": [None]},
+                             schema={"id": pl.String, "benchmark": pl.String})
+        write_deltalake(uri, first, partition_by=["benchmark"])
+        write_deltalake(uri, pl.DataFrame({"id": ["b"], "benchmark": ["x"], "score": [1.0]}), mode="append",
+                        partition_by=["benchmark"], schema_mode="merge")
+        dt = DeltaTable(uri)
+        got = _scan(Lake(tmp_path), dt).collect()
+        assert got.equals(pl.scan_delta(dt).collect())
+        assert sorted(got.rows()) == [("a", None, None), ("b", "x", 1.0)]
+
+    def test_a_table_that_needs_reader_features_goes_through_polars_delta_scan(self, tmp_path):
+        from deltalake import DeltaTable, write_deltalake
+
+        from trajectory_lake.slices import _scan
+
+        uri = str(tmp_path / "table")  # a time without zone: the timestampNtz reader feature
+        write_deltalake(uri, pl.DataFrame({"id": ["a"], "at": [datetime(2026, 1, 1)]}))
+        dt = DeltaTable(uri)
+        assert dt.protocol().min_reader_version == 3
+        scan = _scan(Lake(tmp_path), dt)
+        assert "PythonDataset SCAN" in scan.explain(optimized=False)
+        assert scan.collect().equals(pl.scan_delta(dt).collect())
+
+
 class TestSliceSteps:
     """``scan_steps`` with the slice's benchmarks reads only those partitions (and the unknown one) yet
     returns exactly the steps an id filter over every file returns."""
-
-    @pytest.fixture(scope="class")
-    @classmethod
-    def formats_lake(cls, shared_data, tmp_path_factory):
-        lake = Lake(tmp_path_factory.mktemp("formats") / "lake")
-        ingest([shared_data / "formats"], lake)
-        return lake
 
     @pytest.mark.parametrize("kind", ["answer", "patch"])
     def test_pruned_steps_equal_the_unpruned_ones(self, formats_lake, kind):
