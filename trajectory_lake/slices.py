@@ -85,21 +85,27 @@ def task_buckets(ids: Iterable[str], seed: int = 0) -> list[float]:
         >>> task_buckets(["a", "b"]) == [task_bucket("a"), task_bucket("b")]
         True
     """
-    prefix = f"{seed}:".encode()
-    return [int.from_bytes(d, "big") / 2**64 for d in _digests(prefix + i.encode() for i in ids)]
+    digests = _digests(f"{seed}:".encode(), (i.encode() for i in ids))
+    return [int.from_bytes(d, "big") / 2**64 for d in digests]
 
 
-def _digests(keys: Iterable[bytes]) -> list[bytes]:
-    """The 8-byte BLAKE2b digest of each key, a task's bucket as a big-endian fraction of 2**64."""
-    blake2b = hashlib.blake2b
-    return [blake2b(k, digest_size=8).digest() for k in keys]
+def _digests(prefix: bytes, keys: Iterable[bytes]) -> list[bytes]:
+    """The 8-byte BLAKE2b digest of ``prefix + key`` for each key: a task's bucket, as a big-endian
+    fraction of 2**64. The prefix is hashed once and its state copied for each key (half the time of
+    hashing each whole key: a slice hashes every task)."""
+    seeded, digests = hashlib.blake2b(prefix, digest_size=8), []
+    for key in keys:
+        state = seeded.copy()
+        state.update(key)
+        digests.append(state.digest())
+    return digests
 
 
 def _task_buckets(ids: pl.Series, seed: int) -> pl.Series:
-    """``task_buckets`` of ``ids`` as a Float64 Series: polars builds the keys and reads the digests, so
-    only the hashing runs per id in Python (about half the time of ``task_buckets`` on a slice's tasks)."""
-    keys = (f"{seed}:" + ids.cast(pl.String)).cast(pl.Binary).to_list()
-    digests = pl.Series(_digests(keys), dtype=pl.Binary)
+    """``task_buckets`` of ``ids`` as a Float64 Series: polars encodes the ids and reads the digests, so
+    only the hashing runs per id in Python."""
+    keys = ids.cast(pl.String).cast(pl.Binary).to_list()
+    digests = pl.Series(_digests(f"{seed}:".encode(), keys), dtype=pl.Binary)
     return digests.bin.reinterpret(dtype=pl.UInt64, endianness="big").cast(pl.Float64) / 2.0**64
 
 
