@@ -19,8 +19,9 @@ __all__ = ["serve_command"]
 )
 @dataclass_options(Settings)
 def serve_command(log_level: str, **options: object) -> None:
-    """Serve a registered value model: POST /v1/rerank, /v2/rerank (Cohere), /v1/feedback, GET /v1/models,
-    /health, /ready, /metrics, /docs. Every flag can also be set as HARVEST_<FLAG>."""
+    """Serve a registered value model: POST /v1/rerank, /v2/rerank and /rerank (Cohere), /v1/feedback,
+    /admin/reload, GET /v1/models, /health, /ready, /metrics, /docs. Every flag can also be set as
+    HARVEST_<FLAG>."""
     import uvicorn
 
     from reranker_service.api import create_app

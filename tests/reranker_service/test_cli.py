@@ -8,13 +8,14 @@ the command would serve, so no port is bound.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 
 import pytest
 from click.testing import CliRunner
 from fastapi import FastAPI
 
-from reranker_service import DummyBackend, create_app
+from reranker_service import DummyBackend, Settings, create_app
 from tests.reranker_service._helpers import serve
 from trajectory_lake.cli import main
 
@@ -58,6 +59,16 @@ class TestHelp:
         assert result.exit_code == 0, result.output
         for option in ("--model", "--port", "--host", "--max-queue", "--api-keys", "--tracking-uri"):
             assert option in result.output
+
+    def test_serve_help_names_every_route_the_app_serves(self):
+        from reranker_service.cli import serve_command
+
+        paths = set(create_app(Settings(), backend=DummyBackend()).openapi()["paths"])
+        described = serve_command.help or ""
+
+        named = [p for p in paths if re.search(rf"(?<![\w/]){re.escape(p)}(?![\w/])", described)]
+        missing = sorted(paths - set(named))
+        assert missing == []
 
     def test_harvest_help_lists_serve(self):
         result = CliRunner().invoke(main, ["--help"])
