@@ -166,7 +166,8 @@ def _pick_version(version: int | None, as_of: str | None) -> int | datetime | No
 @_version_options
 @click.option("--limit", default=20, show_default=True, help="Rows to print (0 = all).")
 @click.option("--columns", default=None, help="Comma-separated columns to print.")
-@click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "csv"]), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "csv"]), default="table", show_default=True,
+              help="jsonl writes bytes (the quarantine's raw) as base64; csv leaves them and nested columns out.")
 def lake_read(table: str, lake_uri: str | None, storage_options: tuple[str, ...], version_: int | None,
               as_of: str | None, limit: int, columns: str | None, fmt: str) -> None:
     """Print a table's rows, at any version or time."""
@@ -188,7 +189,8 @@ def lake_read(table: str, lake_uri: str | None, storage_options: tuple[str, ...]
         frame = frame.head(limit)
     data = frame.collect()
     if fmt == "jsonl":
-        click.echo(data.write_ndjson(), nl=False)
+        binary = [c for c, t in data.schema.items() if t == pl.Binary]  # JSON has no bytes: base64 (raw)
+        click.echo(data.with_columns(pl.col(binary).bin.encode("base64")).write_ndjson(), nl=False)
     elif fmt == "csv":
         flat = [c for c, t in data.schema.items() if not t.is_nested() and t != pl.Binary]  # CSV holds scalars only
         click.echo(data.select(flat).write_csv(), nl=False)

@@ -8,6 +8,7 @@ process sees (see the ``harvest`` fixture).
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import re
@@ -221,3 +222,14 @@ class TestLakeCommands:
         result = _run(harvest, "lake", "stats", "candidates", "--lake", ingested[0].uri, "--version", "99")
         assert result.exit_code == 1, result.exception
         assert "cannot load 'candidates' at version 99" in result.stderr
+
+    def test_lake_read_as_jsonl_writes_raw_bytes_as_base64(self, harvest, tmp_path):
+        raw = b'{"manifest_version": 1}\n\xff'
+        (tmp_path / "unknown.json").write_bytes(raw)
+        lake = Lake(tmp_path / "lake")
+        ingest([tmp_path / "unknown.json"], lake)
+
+        result = _ok(_run(harvest, "lake", "read", "quarantine", "--lake", lake.uri, "--format", "jsonl"))
+        (row,) = [json.loads(line) for line in result.stdout.splitlines()]
+        assert base64.b64decode(row["raw"]) == raw
+        assert row["source_uri"].endswith("unknown.json")
