@@ -48,7 +48,7 @@ from value_model.inference import Scorer, predict_values
 from value_model.model import ValueModel
 from value_model.tracking import RegisteredModel, log_and_register, resolve_model
 from value_model.tracking import tracking_uri as resolve_tracking_uri
-from value_model.trainer import TrainResult, backbone_dtype, fit
+from value_model.trainer import TrainResult, backbone_dtype, cap_examples, fit
 
 __all__ = [
     "EvaluationReport",
@@ -136,6 +136,7 @@ def train_from_lake(
         before = len(train)
         train = with_reference_positives(lake, train, version=manifest.versions["tasks"])
         logger.info("added %d reference solutions as positives", len(train) - before)
+    train = cap_examples(train, config)  # here too, so that the counts reported and logged are those trained on
     logger.info("training on %d examples (%d tasks), validating on %d (%d tasks)", len(train),
                 train.get_column("task_id").n_unique(), len(val), val.get_column("task_id").n_unique())
     model, tokenizer = ValueModel.from_backbone(config.backbone, pooling=config.pooling,

@@ -206,7 +206,7 @@ def backbone_dtype(config: TrainConfig, runtime: Runtime | None = None) -> torch
     return torch.bfloat16 if config.lora_rank and bf16 else None
 
 
-def _cap(train: pl.DataFrame, config: TrainConfig) -> pl.DataFrame:
+def cap_examples(train: pl.DataFrame, config: TrainConfig) -> pl.DataFrame:
     """At most ``max_examples`` rows; for actions, whole trajectories (TD targets need whole chains)."""
     if not config.max_examples or len(train) <= config.max_examples:
         return train
@@ -361,7 +361,7 @@ def fit(
     _seed_everything(config.seed)
     if config.threads:
         torch.set_num_threads(config.threads)
-    train = _cap(train, config)
+    train = cap_examples(train, config)
     weights = config.objective.active()
 
     items: list[Serialized] = serialize_examples(

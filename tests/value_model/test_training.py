@@ -127,6 +127,7 @@ class TestCommands:
         assert result.exit_code == 0, result.output
         assert "Best@1" in result.output and "majority vote" in result.output
         assert "models:/cli-value@champion" in result.output
+        assert "trained on 16 examples" in result.output  # the capped count, not the slice's
         evaluated = runner.invoke(main, ["evaluate", "--lake", lite_lake.uri, "--model", "models:/cli-value@champion",
                                          "--json"])
         assert evaluated.exit_code == 0, evaluated.output
