@@ -26,7 +26,7 @@ import os
 import tempfile
 import uuid
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -178,7 +178,7 @@ def ingest(
     """Ingest files and directories into ``lake``.
 
     Memory stays bounded by ``flush_bytes`` however large the input: files are read one at a time,
-    and every ``flush_bytes`` of input the new rows are validated, deduplicated and staged to local
+    and every ``flush_bytes`` of input the new rows are deduplicated and staged to local
     Arrow files; at the end each table's staged rows stream into one Delta commit.
 
     Args:
@@ -187,9 +187,10 @@ def ingest(
         max_raw_bytes: cap on the raw bytes kept per quarantined record.
         flush_bytes: input bytes read between two stagings.
         workers: processes that parse files in parallel (default: the CPU count, at most 8). Reading
-            (parsing and normalising, the bulk of an ingest) runs in the workers; validation,
-            deduplication and the commits stay in this process, in input order, so the result is
-            the same row for row as with ``workers=1`` (everything in this process).
+            (parsing, normalising and building each table's Arrow rows, the bulk of an ingest) runs in the
+            workers, which hand this process Arrow tables; deduplication and the commits stay in this
+            process, in input order, so the result is the same row for row as with ``workers=1``
+            (everything in this process).
         parallel_min_bytes: inputs smaller than this are read in this process whatever ``workers``.
         part_bytes: a JSONL file of independent records larger than this is read in line-aligned parts
             of about this size (same rows, same locators), so no file is ever held whole.
@@ -237,7 +238,8 @@ def ingest(
         total = sum(s.size for _, s, _ in members)
         processes = 1 if total < parallel_min_bytes else min(workers or min(os.cpu_count() or 1, 8), len(members))
         pending = 0
-        for (group, source, adapter), batches in _read_members(members, processes, lazy_bytes=part_bytes):
+        read = _read_members(members, processes, lazy_bytes=part_bytes, stamp=writer.stamp)
+        for (group, source, adapter), batches in read:
             for items, share, matched in batches:
                 group.matched |= matched
                 writer.add(source, adapter, items)
@@ -259,15 +261,18 @@ def ingest(
 
 Member = tuple[RunGroup, SourceFile, Adapter]
 Item = Bundle | Quarantined | Skipped
-ReadResult = tuple[list[Item], set[str]]
+ReadResult = tuple[list["Item | _Packed"], set[str]]
 # What reading a member gives, in batches: (records, the input bytes they stand for, labels used).
-Batches = Iterator[tuple[list[Item], int, set[str]]]
+Batches = Iterator[tuple[list["Item | _Packed"], int, set[str]]]
 # Records of a file read lazily (see _read_members) handed on per batch; each batch is staged at once.
 _LAZY_BATCH = 1000
 
 
-def _read_member(source: SourceFile, adapter: Adapter, group: RunGroup) -> ReadResult:
-    """All records of one source, and the group's labels they used (runs in a reader process too).
+def _read_member(
+    source: SourceFile, adapter: Adapter, group: RunGroup, stamp: Mapping[str, Any]
+) -> ReadResult:
+    """All records of one source, their bundles packed (:func:`_packed`), and the group's labels they used
+    (runs in a reader process too).
 
     An adapter that fails while reading (a defect: malformed input is the adapter's to quarantine)
     costs only this source: none of its records are kept and it (the file, or the part of a large JSONL
@@ -279,7 +284,78 @@ def _read_member(source: SourceFile, adapter: Adapter, group: RunGroup) -> ReadR
     except Exception as exc:  # noqa: BLE001 - quarantined with the reason, the other files go on
         items, group.matched = [_read_failure(source, adapter, exc, kept=0)], matched
     source.release()
-    return items, group.matched
+    return _packed(items, stamp), group.matched
+
+
+class _Batch:
+    """Rows of bundles packed together (:func:`_packed`): one Arrow table per lake table, in its schema."""
+
+    def __init__(self, tables: dict[str, pa.Table]) -> None:
+        self.tables = tables
+        self._columns: dict[tuple[str, str], list[Any]] = {}
+
+    def __getstate__(self) -> dict[str, pa.Table]:
+        return self.tables  # what the parent gets from a reader: Arrow, not Python values
+
+    def __setstate__(self, tables: dict[str, pa.Table]) -> None:
+        self.__init__(tables)
+
+    def column(self, table: str, name: str) -> list[Any]:
+        """One column of ``table`` as Python values (converted once, when it is first looked at: the writer
+        reads the key columns, and others only for the rare rows it keeps aside)."""
+        if (table, name) not in self._columns:
+            self._columns[table, name] = self.tables[table].column(name).to_pylist()
+        return self._columns[table, name]
+
+
+@dataclass(frozen=True, slots=True)
+class _Packed:
+    """A bundle whose rows fit their tables, packed with the other bundles of its read into one
+    :class:`_Batch`: it is the rows ``spans[table]`` (start, stop) of each table there."""
+
+    batch: _Batch
+    spans: dict[str, tuple[int, int]]
+    priority: int
+    locator: str
+
+
+def _packed(items: list[Item], stamp: Mapping[str, Any]) -> list[Item | _Packed]:
+    """``items`` with their bundles' rows conformed to their tables, all bundles' rows of a table at once.
+
+    This runs where the records are read, so that a reader hands the parent Arrow tables instead of
+    Python rows to rebuild (and conform) there. ``stamp`` is the provenance the writer adds to every row.
+    A bundle with a row that does not fit its table stays a :class:`Bundle`: the writer quarantines it
+    if such a row is new (:meth:`_Writer.flush`).
+    """
+    bundles = [item for item in items if isinstance(item, Bundle)]
+    try:
+        batch, spans = _pack(bundles, stamp)
+    except SchemaMismatchError:  # rare: pack the bundles that fit
+        bundles = [bundle for bundle in bundles if not _misfit(bundle)]
+        try:
+            batch, spans = _pack(bundles, stamp)
+        except SchemaMismatchError:  # rows that fit one by one but not together: the writer sorts them out
+            return list(items)
+    packed = dict(zip(map(id, bundles), spans, strict=True))
+    return [_Packed(batch, packed[id(item)], item.priority, item.locator) if id(item) in packed else item
+            for item in items]
+
+
+def _pack(bundles: list[Bundle], stamp: Mapping[str, Any]) -> tuple[_Batch, list[dict[str, tuple[int, int]]]]:
+    """The rows of ``bundles`` (with ``stamp``) as one :class:`_Batch`, and each bundle's spans in it.
+
+    Raises:
+        SchemaMismatchError: a row does not fit its table.
+    """
+    rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    spans: list[dict[str, tuple[int, int]]] = []
+    for bundle in bundles:
+        spans.append({})
+        for table, table_rows in bundle.rows.items():
+            start = len(rows[table])
+            rows[table].extend({**row, **stamp} for row in table_rows)
+            spans[-1][table] = (start, len(rows[table]))
+    return _Batch({table: conform(table, table_rows) for table, table_rows in rows.items()}), spans
 
 
 def _read_failure(source: SourceFile, adapter: Adapter, exc: Exception, *, kept: int) -> Quarantined:
@@ -302,9 +378,12 @@ def _read_failure(source: SourceFile, adapter: Adapter, exc: Exception, *, kept:
     )
 
 
-def _read_lazily(source: SourceFile, adapter: Adapter, group: RunGroup, flush_share: int) -> Batches:
-    """The records of one source as they are read, in batches that each count for ``flush_share`` bytes
-    (so the consumer stages them before reading on); the labels used come with the last batch.
+def _read_lazily(
+    source: SourceFile, adapter: Adapter, group: RunGroup, flush_share: int, stamp: Mapping[str, Any]
+) -> Batches:
+    """The records of one source as they are read, in batches (their bundles packed: :func:`_packed`) that
+    each count for ``flush_share`` bytes (so the consumer stages them before reading on); the labels used
+    come with the last batch.
 
     Batches already handed on stay staged if the adapter fails later; the failure is quarantined.
     """
@@ -315,15 +394,17 @@ def _read_lazily(source: SourceFile, adapter: Adapter, group: RunGroup, flush_sh
             batch.append(item)
             if len(batch) >= _LAZY_BATCH:
                 kept += len(batch)
-                yield batch, flush_share, set()
+                yield _packed(batch, stamp), flush_share, set()
                 batch = []
     except Exception as exc:  # noqa: BLE001 - quarantined with the reason, the other files go on
         batch = [_read_failure(source, adapter, exc, kept=kept)]
-    yield batch, flush_share, set(group.matched)
+    yield _packed(batch, stamp), flush_share, set(group.matched)
 
 
-def _read_members(members: list[Member], processes: int, *, lazy_bytes: int) -> Iterator[tuple[Member, Batches]]:
-    """Each member with what reading it gives, in ``members`` order.
+def _read_members(
+    members: list[Member], processes: int, *, lazy_bytes: int, stamp: Mapping[str, Any]
+) -> Iterator[tuple[Member, Batches]]:
+    """Each member with what reading it gives, in ``members`` order (bundles packed with ``stamp``).
 
     With ``processes > 1`` files are read by a pool of forked processes, a bounded window ahead of the
     consumer (so memory holds a few files' rows, not the input's); the parent only merges. A file
@@ -341,20 +422,23 @@ def _read_members(members: list[Member], processes: int, *, lazy_bytes: int) -> 
     if processes <= 1:
         for member in members:
             group, source, adapter = member
-            yield member, (_read_lazily(source, adapter, group, lazy_bytes) if lazy(member)
-                           else eager(_read_member(source, adapter, group), source))
+            yield member, (_read_lazily(source, adapter, group, lazy_bytes, stamp) if lazy(member)
+                           else eager(_read_member(source, adapter, group, stamp), source))
         return
-    # fork: the readers need nothing but the adapters' pure-Python code, and start in milliseconds.
+    # fork: the readers need nothing but the adapters' code and pyarrow, and start in milliseconds. pyarrow
+    # imports pandas on its first conversion of Python values (~0.5 s): done once here, the readers inherit it.
+    pa.array([])
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
     window: deque[tuple[Member, Future[ReadResult] | None]] = deque()
     with ProcessPoolExecutor(max_workers=processes, mp_context=context) as pool:
         try:
             for member in members:
                 group, source, adapter = member
-                window.append((member, None if lazy(member) else pool.submit(_read_member, source, adapter, group)))
+                window.append((member, None if lazy(member)
+                               else pool.submit(_read_member, source, adapter, group, stamp)))
                 while len(window) >= 2 * processes or (window and member is members[-1]):
                     done, future = window.popleft()
-                    yield done, (_read_lazily(done[1], done[2], done[0], lazy_bytes) if future is None
+                    yield done, (_read_lazily(done[1], done[2], done[0], lazy_bytes, stamp) if future is None
                                  else eager(future.result(), done[1]))
         finally:
             for _, future in window:
@@ -454,12 +538,14 @@ def _group(
     return list(groups.values())
 
 
-Pending = list[tuple[SourceFile, Adapter, Bundle]]
-Fresh = dict[str, list[dict[str, Any]]]
+Pending = list[tuple[SourceFile, Adapter, Bundle | _Packed]]
+# A table's fresh rows, in order, as runs: (a batch, the indices of its rows) or (None, row dicts).
+Fresh = dict[str, list[tuple[_Batch | None, list[Any]]]]
 
 
 class _Writer:
-    """Validates, deduplicates and stages rows; commits each table once at the end.
+    """Deduplicates and stages rows (validated where they were read, :func:`_packed`); commits each table
+    once at the end.
 
     Keys already in the lake are loaded once per table on first use (for ``steps``: how many steps
     each trajectory already has), so deduplication needs no lake query per batch.
@@ -475,6 +561,8 @@ class _Writer:
         self.staging = staging
         self.max_raw_bytes = max_raw_bytes
         self.now = datetime.now(UTC)
+        # The provenance of every row this ingest writes (added where the rows are conformed).
+        self.stamp = {"ingest_id": report.ingest_id, "ingested_at": self.now}
         self.pending: Pending = []
         self.quarantine_rows: list[dict[str, Any]] = []
         self.keys: dict[str, set[tuple[Any, ...]]] = {}
@@ -491,7 +579,7 @@ class _Writer:
 
     # -- intake ---------------------------------------------------------------------------------
 
-    def add(self, source: SourceFile, adapter: Adapter, items: list[Item]) -> None:
+    def add(self, source: SourceFile, adapter: Adapter, items: list[Item | _Packed]) -> None:
         """Take one source's records (bundles wait for the next flush; quarantine markers are kept; a
         skipped file is listed with its reason)."""
         for item in items:
@@ -575,14 +663,14 @@ class _Writer:
             self.inferred_tasks = set(rows["task_id"].to_list())
         return self.inferred_tasks
 
-    def _step_is_new(self, row: dict[str, Any]) -> bool:
+    def _step_is_new(self, trajectory: str, index: int) -> bool:
         # One bitset (a Python int) of step indices per trajectory — those in the lake and those staged
         # by this ingest — instead of one key per step: memory stays small at millions of steps, and a
         # session that grew since the last ingest gets exactly its new steps.
         if self.step_masks is None:
             held = self.lake.scan("steps").group_by("trajectory_id").agg(pl.col("step_index")).collect()
             self.step_masks = {t: sum(1 << i for i in set(indices)) for t, indices in held.iter_rows()}
-        trajectory, bit = row["trajectory_id"], 1 << row["step_index"]
+        bit = 1 << index
         mask = self.step_masks.get(trajectory, 0)
         if mask & bit:
             return False
@@ -597,54 +685,68 @@ class _Writer:
         """
         fresh: Fresh = defaultdict(list)
         for _, _, bundle in pending:
-            known: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
+            known: dict[str, list[tuple[str, int]]] = defaultdict(list)  # trajectory id -> rows held already
             stepped: set[str] = set()
-            for table, rows in bundle.rows.items():
+            for table, keys in _keys(bundle).items():
                 counts = self.report.counts[table]
-                for row in rows:
-                    counts.read += 1
+                counts.read += len(keys)
+                new_rows = []
+                for position, key in enumerate(keys):
                     if table == "steps":
-                        new = self._step_is_new(row)
+                        new = self._step_is_new(*key)
                         if new:
-                            stepped.add(row["trajectory_id"])
+                            stepped.add(key[0])
                     else:
-                        key = tuple(row[k] for k in KEYS[table])
-                        keys = self._key_set(table)
-                        new = key not in keys
-                        keys.add(key)
-                        if (not new and table == "tasks" and (row.get("benchmark") or row.get("reference"))
-                                and row["task_id"] in self._inferred_tasks()):
-                            self.task_upgrades.append(row)
-                            self._inferred_tasks().discard(row["task_id"])
+                        held = self._key_set(table)
+                        new = key not in held
+                        held.add(key)
+                        if (not new and table == "tasks"
+                                and (_value(bundle, table, position, "benchmark")
+                                     or _value(bundle, table, position, "reference"))
+                                and key[0] in self._inferred_tasks()):
+                            self.task_upgrades.append(_row(bundle, table, position))
+                            self._inferred_tasks().discard(key[0])
                     if new:
-                        fresh[table].append(row)
+                        new_rows.append(position)
                     else:
                         counts.duplicate += 1
                         if table in self.grown:
-                            known[row["trajectory_id"]].append((table, row))
+                            known[_value(bundle, table, position, "trajectory_id")].append((table, position))
+                if new_rows:
+                    _add_rows(fresh[table], bundle, table, new_rows)
             for trajectory_id in stepped & known.keys():
-                for table, row in known[trajectory_id]:
+                for table, position in known[trajectory_id]:
+                    row = _row(bundle, table, position)
                     self.grown[table][row[KEYS[table][0]]] = row
         return fresh
 
     def _forget(self, fresh: Fresh) -> None:
         """Undo the key bookkeeping of rows that were not staged after all."""
-        for table, rows in fresh.items():
-            if table == "steps":
-                assert self.step_masks is not None
+        for table, runs in fresh.items():
+            for batch, rows in runs:
                 for row in rows:
-                    self.step_masks[row["trajectory_id"]] &= ~(1 << row["step_index"])
-                continue
-            keys = self._key_set(table)
-            for row in rows:
-                keys.discard(tuple(row[k] for k in KEYS[table]))
+                    key = (tuple(batch.column(table, name)[row] for name in KEYS[table]) if batch is not None
+                           else tuple(row[name] for name in KEYS[table]))
+                    if table == "steps":
+                        assert self.step_masks is not None
+                        self.step_masks[key[0]] &= ~(1 << key[1])
+                    else:
+                        self._key_set(table).discard(key)
 
     def _conformed(self, fresh: Fresh) -> dict[str, pa.Table] | None:
+        """Each table's fresh rows as one Arrow table, in order; ``None`` if a row does not fit its table.
+
+        Rows of packed bundles are taken from their batches' tables (conformed where they were read);
+        only the rows of bundles that did not fit there are conformed here.
+        """
         out = {}
-        for table, rows in fresh.items():
+        for table, runs in fresh.items():
             try:
-                out[table] = conform(table, [{**r, "ingest_id": self.report.ingest_id, "ingested_at": self.now}
-                                             for r in rows])
+                out[table] = pa.concat_tables([
+                    _taken(batch.tables[table], rows) if batch is not None
+                    else conform(table, [{**row, **self.stamp} for row in rows])
+                    for batch, rows in runs
+                ])
             except SchemaMismatchError:
                 return None
         return out
@@ -742,12 +844,58 @@ class _Writer:
         report.versions["ingests"] = self.lake.append("ingests", _ingest_row(report), metadata=metadata)
 
 
+def _keys(bundle: Bundle | _Packed) -> dict[str, list[tuple[Any, ...]]]:
+    """The keys (``KEYS[table]``) of a bundle's rows, by table, in order (a packed one's from its columns)."""
+    if isinstance(bundle, _Packed):
+        return {table: list(zip(*(bundle.batch.column(table, name)[start:stop] for name in KEYS[table])))
+                for table, (start, stop) in bundle.spans.items()}
+    return {table: [tuple(row[name] for name in KEYS[table]) for row in rows]
+            for table, rows in bundle.rows.items()}
+
+
+def _value(bundle: Bundle | _Packed, table: str, position: int, column: str) -> Any:  # noqa: ANN401 - any value
+    """One column of the ``position``-th row of ``table`` in a bundle (``None`` if a row dict lacks it)."""
+    if isinstance(bundle, _Packed):
+        return bundle.batch.column(table, column)[bundle.spans[table][0] + position]
+    return bundle.rows[table][position].get(column)
+
+
+def _row(bundle: Bundle | _Packed, table: str, position: int) -> dict[str, Any]:
+    """The ``position``-th row of ``table`` in a bundle, as a dict."""
+    if isinstance(bundle, _Packed):
+        return bundle.batch.tables[table].slice(bundle.spans[table][0] + position, 1).to_pylist()[0]
+    return bundle.rows[table][position]
+
+
+def _taken(rows: pa.Table, indices: list[int]) -> pa.Table:
+    """The rows ``indices`` of ``rows``: a slice (no copy) when they are consecutive, as when a batch is all new."""
+    if indices == list(range(indices[0], indices[0] + len(indices))):
+        return rows.slice(indices[0], len(indices))
+    return rows.take(indices)
+
+
+def _add_rows(runs: list[tuple[_Batch | None, list[Any]]], bundle: Bundle | _Packed, table: str,
+              positions: list[int]) -> None:
+    """Add rows of a bundle (by position in its ``table`` rows) to a table's fresh ``runs``."""
+    if isinstance(bundle, _Packed):
+        start = bundle.spans[table][0]
+        batch, rows = bundle.batch, [start + position for position in positions]
+    else:
+        batch, rows = None, [bundle.rows[table][position] for position in positions]
+    if runs and runs[-1][0] is batch:
+        runs[-1][1].extend(rows)
+    else:
+        runs.append((batch, rows))
+
+
 def _printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _misfit(bundle: Bundle) -> str:
-    """The first schema problem of one bundle's rows, or ``""``."""
+def _misfit(bundle: Bundle | _Packed) -> str:
+    """The first schema problem of one bundle's rows, or ``""`` (always for a packed one: its rows fit)."""
+    if isinstance(bundle, _Packed):
+        return ""
     for table, rows in bundle.rows.items():
         try:
             conform(table, [{**row, "ingest_id": "", "ingested_at": _EPOCH} for row in rows])
