@@ -326,7 +326,7 @@ def dataclass_options(cls: type) -> Any:  # noqa: ANN401 - returns a click decor
     """Click options generated from a config dataclass: one ``--field-name`` per field, help from its metadata.
 
     Every option defaults to ``None`` (= keep the config file's or the dataclass's value), so flags
-    only override what they name.
+    only override what they name; the help shows the dataclass's default.
     """
     import dataclasses
     import typing
@@ -338,6 +338,8 @@ def dataclass_options(cls: type) -> Any:  # noqa: ANN401 - returns a click decor
             hint = hints[f.name]
             origin = typing.get_origin(hint)
             kwargs: dict[str, Any] = {"default": None, "help": f.metadata.get("help", "")}
+            if f.default not in (dataclasses.MISSING, None, "", ()):
+                kwargs["help"] += f"  [default: {f.default}]"
             if origin is typing.Literal:
                 kwargs["type"] = click.Choice([str(a) for a in typing.get_args(hint)])
             elif hint is bool:

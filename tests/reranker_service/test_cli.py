@@ -59,6 +59,8 @@ class TestHelp:
         assert result.exit_code == 0, result.output
         for option in ("--model", "--port", "--host", "--max-queue", "--api-keys", "--tracking-uri"):
             assert option in result.output
+        flat = " ".join(result.output.split())  # click wraps the help text
+        assert "[default: 8765]" in flat and "[default: models:/harvest-value@champion]" in flat
 
     def test_serve_help_names_every_route_the_app_serves(self):
         from reranker_service.cli import serve_command
