@@ -280,7 +280,7 @@ class RerankEngine:
 
         Raises:
             EngineNotReadyError: the engine is not started.
-            OverloadedError: ``max_queue`` requests are already waiting.
+            OverloadedError: the queue is full (``max_queue`` requests are waiting).
             RequestTooLargeError: the request carries more than ``max_request_tokens`` tokens.
             InputTooLongError: ``truncate`` is false and an input does not fit.
             ScoringFailedError: the model failed (the cause is logged).
@@ -408,7 +408,7 @@ class RerankEngine:
             if self.metrics is not None:
                 self.metrics.rejected.labels(reason="overloaded").inc()
             raise OverloadedError(
-                f"{self.max_queue} requests are already waiting", retry_after=self.retry_after()
+                f"the queue is full ({self.max_queue} waiting)", retry_after=self.retry_after()
             )
 
     def retry_after(self) -> float:

@@ -121,7 +121,9 @@ class TestFeedbackErrors:
     def test_an_index_out_of_range_gets_422(self, http):
         response = http.post("/v1/feedback", json={"request_id": served_id(http), "chosen_index": 5})
         assert response.status_code == 422
-        assert "chosen must be in 0..1" in response.json()["error"]["message"]
+        assert "chosen_index must be in 0..1 (request " in response.json()["error"]["message"]
+        response = http.post("/v1/feedback", json={"request_id": served_id(http), "outcome": {"value": 1, "index": 2}})
+        assert response.status_code == 422 and "outcome.index must be in 0..1" in response.json()["error"]["message"]
 
     @pytest.mark.parametrize(
         ("body", "says"),
