@@ -40,6 +40,7 @@ from reranker_service.api.schemas import (
     RerankResponse,
     RerankResult,
     Usage,
+    error_responses,
 )
 from reranker_service.exceptions import RequestTooLargeError, UnauthorizedError
 from reranker_service.metrics import CONTENT_TYPE
@@ -69,7 +70,7 @@ def service_of(request: Request) -> RerankService:
     return request.app.state.service
 
 
-router = APIRouter(dependencies=[Depends(authorize)])
+router = APIRouter(dependencies=[Depends(authorize)], responses=error_responses(401))
 public = APIRouter()
 
 
@@ -117,6 +118,7 @@ def _headers(response: Response, ranking: Ranking) -> None:
 
 @router.post(
     "/v1/rerank",
+    responses=error_responses(413, 422, 429, 503),
     response_model=RerankResponse,
     response_model_exclude_none=False,
     summary="Score and rank the candidates of one task (native shape).",
@@ -227,6 +229,7 @@ async def _cohere(
 
 @router.post(
     "/v2/rerank",
+    responses=error_responses(413, 422, 429, 503),
     response_model=CohereRerankResponse,
     response_model_exclude_none=True,
     summary="Cohere-compatible rerank (TEI field names accepted).",
@@ -237,6 +240,7 @@ async def rerank_cohere(body: CohereRerankRequest, request: Request, response: R
 
 @router.post(
     "/rerank",
+    responses=error_responses(413, 422, 429, 503),
     response_model=CohereRerankResponse,
     response_model_exclude_none=True,
     summary="Same as /v2/rerank (the path TEI and Infinity clients call).",
@@ -247,6 +251,7 @@ async def rerank_tei(body: CohereRerankRequest, request: Request, response: Resp
 
 @router.post(
     "/v1/feedback",
+    responses=error_responses(400, 404, 413, 422),
     response_model=FeedbackResponse,
     summary="Record which candidate the agent chose and how it went (written to the lake).",
 )
@@ -300,6 +305,7 @@ async def models(request: Request) -> ModelList:
 
 @router.post(
     "/admin/reload",
+    responses=error_responses(409, 413, 422),
     response_model=ReloadResponse,
     summary="Load a model (default: the configured reference again) and swap it in; in-flight "
     "requests finish on the old one.",

@@ -17,6 +17,8 @@ __all__ = [
     "CohereRerankRequest",
     "CohereRerankResponse",
     "CohereResult",
+    "ErrorBody",
+    "ErrorResponse",
     "FeedbackRequest",
     "FeedbackResponse",
     "Message",
@@ -31,6 +33,7 @@ __all__ = [
     "RerankResult",
     "Task",
     "Usage",
+    "error_responses",
 ]
 
 MAX_NEIGHBORS = 50
@@ -415,3 +418,40 @@ class ReloadResponse(BaseModel):
     model: str
     revision: str
     changed: bool = Field(description="False when the reference still resolves to the served weights.")
+
+
+# -- errors -------------------------------------------------------------------------------------------
+
+
+class ErrorBody(BaseModel):
+    """What went wrong."""
+
+    type: str = Field(description="invalid_request, request_too_large, overloaded, unauthorized, not_found, "
+                                  "reload_failed, not_ready, bad_request or internal_error.")
+    message: str = Field(description="A sentence for a person: what was wrong and, where it helps, what to send.")
+
+
+class ErrorResponse(BaseModel):
+    """Every error answer has this shape (a 422 from request validation adds pydantic's ``detail``)."""
+
+    error: ErrorBody
+    detail: list[dict[str, Any]] | None = Field(
+        default=None, description="Per-field validation errors (422 only): loc, msg, type."
+    )
+
+
+_ERRORS: dict[int, str] = {
+    400: "The request could not be read.",
+    401: "A bearer token is required (keys are configured) and was missing or wrong.",
+    404: "The request id is unknown or no longer remembered.",
+    409: "The model could not be loaded; the previous one keeps serving.",
+    413: "The body, the candidate count or the token count is over the server's limit.",
+    422: "The body does not validate, or an input over the model's budget with truncate=false.",
+    429: "The queue is full: retry after Retry-After seconds.",
+    503: "No model is serving yet (or any more): retry after Retry-After seconds.",
+}
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for the error codes a route can answer, all in :class:`ErrorResponse`'s shape."""
+    return {code: {"model": ErrorResponse, "description": _ERRORS[code]} for code in codes}

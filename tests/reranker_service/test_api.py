@@ -323,6 +323,26 @@ class TestHealthAndDocs:
         assert "post" in spec["paths"]["/v1/rerank"]
         assert {"/health", "/ready"} <= set(spec["paths"])
 
+    def test_openapi_declares_the_error_shape_every_error_answer_has(self, http):
+        from reranker_service.api.schemas import ErrorResponse
+
+        spec = http.get("/openapi.json").json()
+        expected = {"/v1/rerank": {"401", "413", "422", "429", "503"}, "/v2/rerank": {"401", "413", "422", "429", "503"},
+                    "/v1/feedback": {"400", "401", "404", "413", "422"}, "/admin/reload": {"401", "409", "413", "422"}}
+        for path, codes in expected.items():
+            responses = spec["paths"][path]["post"]["responses"]
+            assert codes <= set(responses), path
+            for code in codes:
+                schema = responses[code]["content"]["application/json"]["schema"]
+                assert schema == {"$ref": "#/components/schemas/ErrorResponse"}, (path, code)
+        # ... and the answers really have it: a validation error (with pydantic's detail), and feedback
+        # to this server, which has no lake (400).
+        invalid = http.post("/v1/rerank", json={"task": {"prompt": "x"}})
+        disabled = http.post("/v1/feedback", json={"request_id": "rr-none", "chosen_index": 0})
+        assert (invalid.status_code, disabled.status_code) == (422, 400)
+        assert ErrorResponse.model_validate(invalid.json()).detail
+        assert ErrorResponse.model_validate(disabled.json()).error.type == "bad_request"
+
 
 class TestUnexpectedErrors:
     def test_backend_exception_gets_a_generic_500_without_its_text(self, live_server):
