@@ -355,6 +355,13 @@ class RerankService:
             warnings.append(
                 "neighbours are not available for this request: the model was swapped while it ran"
             )
+        trained_on = result.model.capabilities.get("kind")
+        other = sorted({k for k in kinds or () if k and trained_on and k != trained_on})
+        if other:
+            warnings.append(
+                f"the model was trained on {trained_on} candidates; its scores of {', '.join(other)} "
+                "candidates are outside what it learnt"
+            )
         n_truncated = sum(result.truncated)
         if n_truncated:
             # One flag per candidate covers both cuts, so the warning names both when both could apply

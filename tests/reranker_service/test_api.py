@@ -8,6 +8,8 @@ real HTTP so headers, content types and body sizes are exactly what a client sen
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -121,6 +123,23 @@ class CuttingBackend(DummyBackend):
         limit = query.max_tokens_per_candidate
         cut = [limit is not None and len(c) // 4 > limit for c in query.candidates]
         return Prepared(items=prepared.items, truncated=cut)
+
+
+class TestKindWarning:
+    def test_candidates_of_another_kind_than_the_model_learnt_are_flagged(self, live_server):
+        backend = DummyBackend()
+        backend.info = replace(backend.info, capabilities={**backend.info.capabilities, "kind": "patch"})
+        server = live_server(create_app(Settings(), backend=backend))
+        request = {"task": {"prompt": "p"}, "candidates": [
+            {"content": "diff --git a/f b/f\n+x\n", "kind": "patch"}, {"content": "Refunded.", "kind": "answer"},
+            {"content": "ok"}]}
+        with server.client() as http:
+            mixed = http.post("/v1/rerank", json=request).json()
+            same = http.post("/v1/rerank", json={**request, "candidates": request["candidates"][::2]}).json()
+
+        assert mixed["warnings"] == ["the model was trained on patch candidates; its scores of answer candidates "
+                                     "are outside what it learnt"]
+        assert same["warnings"] == []  # a candidate without a kind is taken to be the model's
 
 
 class TestTruncationWarnings:
