@@ -132,10 +132,12 @@ def train_from_lake(
         if rows.is_empty():
             raise ValueError(f"the trajectories of slice {spec.name!r} have no assistant steps in the lake at {lake.uri}")
     train, val = rows.filter(pl.col("split") == "train"), rows.filter(pl.col("split") == "val")
+    added: dict[str, int] = {}
     if config.reference_positives:
         before = len(train)
         train = with_reference_positives(lake, train, version=manifest.versions["tasks"])
-        logger.info("added %d reference solutions as positives", len(train) - before)
+        added["reference_positives"] = len(train) - before
+        logger.info("added %d reference solutions as positives", added["reference_positives"])
     train = cap_examples(train, config)  # here too, so that the counts reported and logged are those trained on
     logger.info("training on %d examples (%d tasks), validating on %d (%d tasks)", len(train),
                 train.get_column("task_id").n_unique(), len(val), val.get_column("task_id").n_unique())
@@ -153,6 +155,7 @@ def train_from_lake(
         "train_tasks": train.get_column("task_id").n_unique(),
         "val_tasks": val.get_column("task_id").n_unique(),
         **({"steps_version": steps_version} if steps is not None else {}),
+        **added,
     }
     if not runtime.is_main:
         return TrainingReport(result=result, registered=None, model_dir=None, n_train=len(train), n_val=len(val),
