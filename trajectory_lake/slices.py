@@ -143,10 +143,11 @@ class SliceSpec:
     models: tuple[str, ...] = field(default=(), metadata={"help": "Policy models to keep (runs.model)."})
     harnesses: tuple[str, ...] = field(default=(), metadata={"help": "Harnesses to keep."})
     exit_statuses: tuple[str, ...] = field(
-        default=(), metadata={"help": "Trajectory exit statuses to keep (a trailing * matches a prefix)."}
+        default=(), metadata={"help": "Trajectory exit statuses to keep (any case; a trailing * matches a prefix)."}
     )
     exclude_exit_statuses: tuple[str, ...] = field(
-        default=(), metadata={"help": "Trajectory exit statuses to drop, e.g. error, discarded:* (trailing * = prefix)."}
+        default=(), metadata={"help": "Trajectory exit statuses to drop, e.g. error, discarded:* (any case; trailing "
+                                      "* = prefix)."}
     )
     ingested_after: datetime | None = field(default=None, metadata={"help": "Keep candidates ingested at/after."})
     ingested_before: datetime | None = field(default=None, metadata={"help": "Keep candidates ingested before."})
@@ -373,11 +374,13 @@ def _tasks_of(scan: pl.LazyFrame, spec: SliceSpec, task_ids: pl.Series,
 
 
 def _status_matches(patterns: tuple[str, ...]) -> pl.Expr:
-    """``exit_status`` equals one of ``patterns``, or starts with one that ends in ``*``."""
-    exact = [p for p in patterns if not p.endswith("*")]
-    matches = pl.col("exit_status").is_in(exact)
-    for prefix in (p[:-1] for p in patterns if p.endswith("*")):
-        matches = matches | pl.col("exit_status").str.starts_with(prefix)
+    """``exit_status`` equals one of ``patterns``, or starts with one that ends in ``*``, ignoring case:
+    harnesses spell the same status differently (mini-swe-agent's trajectories say ``Submitted``, its
+    predictions ``submitted``)."""
+    status = pl.col("exit_status").str.to_lowercase()
+    matches = status.is_in([p.lower() for p in patterns if not p.endswith("*")])
+    for prefix in (p[:-1].lower() for p in patterns if p.endswith("*")):
+        matches = matches | status.str.starts_with(prefix)
     return matches
 
 
@@ -482,6 +485,12 @@ def _balanced(frame: pl.DataFrame, spec: SliceSpec) -> pl.DataFrame:
     positive = train.filter(pl.col("label") > 0.5)
     negative = train.filter(~(pl.col("label") > 0.5))
     minority, majority = (positive, negative) if len(positive) <= len(negative) else (negative, positive)
+    if minority.is_empty() and not majority.is_empty():
+        raise ValueError(
+            f"slice {spec.name!r} cannot be balanced: its train split has {len(positive)} positive and "
+            f"{len(negative)} negative rows (label_min/label_max or the filters leave one class); "
+            "set balance = \"none\""
+        )
     keep = min(len(majority), max(1, round(len(minority) * spec.balance_ratio)))
     # Deterministic: rank majority rows by a seeded hash of their id, keep the lowest.
     kept = (
@@ -629,23 +638,30 @@ def scan_steps(lake: Lake, trajectory_ids: Iterable[str], *, version: int | None
     return pl.concat([first.lazy(), rest]).sort("trajectory_id", "step_index")
 
 
+def _message(step: Mapping[str, Any]) -> dict[str, Any]:
+    role = step["role"] if step["role"] in ("system", "user", "assistant", "tool") else "user"
+    message: dict[str, Any] = {"role": role, "content": step["content"] or ""}
+    if step.get("tool_calls"):
+        message["tool_calls"] = [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"] or "{}"}}
+            for c in step["tool_calls"]
+        ]
+    if step.get("tool_call_id"):
+        message["tool_call_id"] = step["tool_call_id"]
+    if step.get("reasoning"):
+        message["reasoning_content"] = step["reasoning"]
+    return message
+
+
 def _messages(prompt: str | None, steps: list[dict[str, Any]], candidate: str, kind: str) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
-    if prompt:
-        messages.append({"role": "user", "content": prompt})
-    for step in steps:
-        role = step["role"] if step["role"] in ("system", "user", "assistant", "tool") else "user"
-        message: dict[str, Any] = {"role": role, "content": step["content"] or ""}
-        if step.get("tool_calls"):
-            message["tool_calls"] = [
-                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"] or "{}"}}
-                for c in step["tool_calls"]
-            ]
-        if step.get("tool_call_id"):
-            message["tool_call_id"] = step["tool_call_id"]
-        if step.get("reasoning"):
-            message["reasoning_content"] = step["reasoning"]
-        messages.append(message)
+    """The system turns that open the trajectory, the task prompt as a user turn unless the trajectory
+    opens with its own user turn (its harness's rendering of the task: the prompt would be said twice,
+    and in a simulated-user benchmark such as tau-bench the prompt is the user's hidden instructions),
+    the other steps, then the candidate as the final assistant turn."""
+    messages = [_message(step) for step in steps]
+    lead = next((i for i, m in enumerate(messages) if m["role"] != "system"), len(messages))
+    if prompt and (lead == len(messages) or messages[lead]["role"] != "user"):
+        messages.insert(lead, {"role": "user", "content": prompt})
     if kind != "action" or not steps:
         messages.append({"role": "assistant", "content": candidate})
     return messages
@@ -655,9 +671,10 @@ def export_slice(lake: Lake, manifest: SliceManifest, directory: str | Path, *,
                  fmt: Literal["parquet", "jsonl"] = "parquet", include_steps: bool = True) -> dict[str, Path]:
     """Write the slice, one file per split, as rows with OpenAI-style ``messages`` and ``tools``.
 
-    Each row: ``messages`` (the task prompt as the user turn, the trajectory's steps, then the
-    candidate as the final assistant turn), ``tools`` (function names seen in the trajectory),
-    ``label``, ``split`` and the ids. The manifest is written beside the files.
+    Each row: ``messages`` (the trajectory's opening system turns, the task prompt as a user turn
+    unless the trajectory opens with its own, the other steps, then the candidate as the final
+    assistant turn), ``tools`` (the functions the trajectory called, by name: most harness formats
+    keep no schemas), ``label``, ``split`` and the ids. The manifest is written beside the files.
 
     Returns:
         split name -> file written.

@@ -146,6 +146,12 @@ class TestResolve:
         assert manifest.counts["splits"]["val"] == unbalanced.counts["splits"]["val"]
         assert resolve_slice(lite_lake, spec).content_hash == manifest.content_hash  # deterministic
 
+    def test_balancing_a_train_split_of_one_class_is_refused(self, lite_lake):
+        # Before, the minority's absence kept max(1, 0) = 1 row of the other class: a 1-row train split.
+        spec = SliceSpec(name="solved", benchmarks=["swe-bench-lite"], label_min=1, balance="downsample")
+        with pytest.raises(ValueError, match=r"cannot be balanced: its train split has \d+ positive and 0 negative"):
+            resolve_slice(lite_lake, spec)
+
     def test_a_test_split_takes_its_own_tasks(self, lite_lake):
         manifest = resolve_slice(lite_lake, SliceSpec(name="t", val_fraction=0.1, test_fraction=0.1))
         frame = scan_slice(lite_lake, manifest).collect()
@@ -273,8 +279,11 @@ class TestOutputs:
                            "deepseek-chat_lite_django__django-11099.traj.json").read_text())
         row = next(r for r in rows if r["task_id"] == "swe-bench/django__django-11099")
         assert row["messages"][-1] == {"role": "assistant", "content": traj["info"]["submission"]}
-        assert row["messages"][0]["role"] == "user"  # the task prompt
-        assert len(row["messages"]) == 1 + len(traj["messages"]) + 1
+        # The trajectory opens with its system turn, then its own user turn (the task as the harness
+        # put it), so the task prompt is not said twice.
+        assert [m["role"] for m in row["messages"][:2]] == ["system", "user"]
+        assert row["messages"][1]["content"] == traj["messages"][1]["content"]
+        assert len(row["messages"]) == len(traj["messages"]) + 1
         assert {"type": "function", "function": {"name": "bash"}} in row["tools"]
         assert row["label"] == 1.0
         assert json.loads((tmp_path / "out" / "manifest.json").read_text())["slice_id"] == manifest.slice_id
@@ -440,12 +449,14 @@ class TestSliceSteps:
             return scan_slice(formats_lake, resolve_slice(formats_lake, spec)).collect()["exit_status"].to_list()
 
         every = statuses()
-        assert "submitted" in every and len(set(every)) >= 3
-        assert statuses(exit_statuses=["submitted"]) == [s for s in every if s == "submitted"]
-        kept = statuses(exit_statuses=["sub*"])  # a prefix
-        assert kept == [s for s in every if s is not None and s.startswith("sub")]
+        # mini-swe-agent writes "Submitted" in its trajectories and "submitted" in its predictions
+        assert {"submitted", "Submitted"} <= set(every) and len(set(every)) >= 3
+        submitted = [s for s in every if s is not None and s.lower() == "submitted"]
+        assert statuses(exit_statuses=["submitted"]) == statuses(exit_statuses=["SUBMITTED"]) == submitted
+        kept = statuses(exit_statuses=["Sub*"])  # a prefix, in any case
+        assert kept == [s for s in every if s is not None and s.lower().startswith("sub")]
         dropped = statuses(exclude_exit_statuses=["submitted", "fin*"])
-        assert dropped == [s for s in every if s is None or not (s == "submitted" or s.startswith("fin"))]
+        assert dropped == [s for s in every if s is None or not (s.lower() == "submitted" or s.lower().startswith("fin"))]
         with pytest.raises(ValueError, match="exclude_exit_statuses must be a list of non-empty strings"):
             SliceSpec(name="x", exclude_exit_statuses=[""])
 
@@ -483,4 +494,15 @@ class TestSliceSteps:
         written = export_slice(formats_lake, manifest, tmp_path / "out", fmt="jsonl")
         rows = [json.loads(line) for path in written.values() for line in path.read_text().splitlines()]
         first = next(r for r in rows if r["trajectory_id"] == min(steps))
-        assert len(first["messages"]) == 1 + len(steps[min(steps)]) + 1  # prompt, every step, the candidate
+        assert len(first["messages"]) == len(steps[min(steps)]) + 1  # every step, the candidate
+        # The task prompt of a tau-bench task is the simulated user's hidden instructions: not a turn.
+        prompt = frame.filter(pl.col("trajectory_id") == min(steps))["prompt"][0]
+        assert prompt and all(m["content"] != prompt for m in first["messages"])
+
+    def test_export_of_a_candidate_without_steps_is_the_prompt_and_the_candidate(self, lite_lake, tmp_path):
+        manifest = resolve_slice(lite_lake, SliceSpec(name="one", runs=["20240402_sweagent_gpt4"], val_fraction=0.0))
+        row = json.loads(export_slice(lite_lake, manifest, tmp_path / "out", fmt="jsonl")["train"].read_text()
+                         .splitlines()[0])
+        source = scan_slice(lite_lake, manifest).collect().filter(pl.col("candidate_id") == row["candidate_id"])
+        assert row["messages"] == [{"role": "user", "content": source["prompt"][0]},
+                                   {"role": "assistant", "content": source["content"][0]}]
