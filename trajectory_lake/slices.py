@@ -310,6 +310,16 @@ def _pinned_tables(lake: Lake, spec: SliceSpec) -> dict[str, DeltaTable]:
     return _open_tables(lake, dict.fromkeys(SLICE_TABLES, spec.as_of))
 
 
+def _delta_casts() -> pl.ScanCastOptions:
+    """The casts polars' own Delta scan allows between a file's and the table's types (its default for
+    table formats, spelled out with the public constructor; built on use, as polars is imported lazily)."""
+    return pl.ScanCastOptions(
+        integer_cast="upcast", float_cast=("upcast", "downcast"),
+        datetime_cast=("nanosecond-downcast", "millisecond-upcast", "convert-timezone"),
+        missing_struct_fields="insert", extra_struct_fields="ignore", categorical_to_string="allow",
+    )
+
+
 def _scan(lake: Lake, table: DeltaTable) -> pl.LazyFrame:
     """``pl.scan_delta(table)``, as a Parquet scan of the table's files where that reads the same rows.
 
@@ -322,14 +332,12 @@ def _scan(lake: Lake, table: DeltaTable) -> pl.LazyFrame:
     """
     if table.protocol().min_reader_version > 1 or table.table_uri.startswith("lakefs://"):
         return pl.scan_delta(table)
-    from polars.io.scan_options.cast_options import ScanCastOptions
-
     schema = pl.Schema(table.schema())
     partitions = table.metadata().partition_columns
     return pl.scan_parquet(
         table.file_uris(), schema=schema, hive_partitioning=bool(partitions),
         hive_schema=pl.Schema({c: schema[c] for c in partitions}) if partitions else None,
-        cast_options=ScanCastOptions._default_iceberg(),  # the casts polars' Delta scan allows
+        cast_options=_delta_casts(),
         missing_columns="insert", extra_columns="ignore", storage_options=lake.storage_options,
     )
 

@@ -385,6 +385,17 @@ class TestPinnedScans:
     """A slice reads each pinned table as a Parquet scan of its files where ``pl.scan_delta`` would read
     the same rows (reader protocol 1: what delta-rs writes), and through ``pl.scan_delta`` otherwise."""
 
+    def test_the_casts_are_those_polars_delta_scan_applies(self):
+        """Guards a polars upgrade: ``scan_delta`` uses this private default, the slice spells it out."""
+        from polars.io.scan_options.cast_options import ScanCastOptions
+
+        from trajectory_lake.slices import _delta_casts
+
+        def plain(options):  # noqa: ANN001, ANN202
+            return {k: tuple(v) if isinstance(v, list | tuple) else v for k, v in vars(options).items()}
+
+        assert plain(_delta_casts()) == plain(ScanCastOptions._default_iceberg())
+
     @pytest.mark.parametrize("table", ["candidates", "outcomes", "trajectories", "tasks", "runs", "steps"])
     def test_a_pinned_scan_reads_what_polars_delta_scan_reads(self, formats_lake, table):
         from trajectory_lake.slices import _scan
