@@ -135,6 +135,13 @@ def as_timestamp(value: Any) -> datetime | None:  # noqa: ANN401 - validated her
     """
     if value is None or value == "":
         return None
+    if isinstance(value, str):
+        try:  # the common case, a clean ISO-8601 string (Python 3.11 reads a trailing "Z" too)
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        # combine, not replace(tzinfo=UTC): the same datetime, built several times faster (this runs per event)
+        return parsed if parsed.tzinfo else datetime.combine(parsed, parsed.time(), UTC)
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -145,12 +152,6 @@ def as_timestamp(value: Any) -> datetime | None:  # noqa: ANN401 - validated her
             return datetime.fromtimestamp(seconds, tz=UTC)
         except (OverflowError, OSError, ValueError) as exc:  # out of the platform's time range
             raise ValueError(f"timestamp out of range: {value!r}") from exc
-    if isinstance(value, str):
-        try:  # the common case, a clean ISO-8601 string (Python 3.11 reads a trailing "Z" too)
-            parsed = datetime.fromisoformat(value)
-        except ValueError:
-            parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     raise ValueError(f"not a timestamp: {value!r}")
 
 
