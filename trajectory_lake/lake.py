@@ -150,8 +150,17 @@ class Lake:
         except (DeltaTableNotFound, FileNotFoundError) as exc:
             raise TableNotFoundError(f"lake table {table!r} not found at {self.table_uri(table)}: {exc}") from exc
         except DeltaError as exc:
-            raise TableNotFoundError(f"cannot load {table!r} at version {version!r}: {exc}") from exc
+            note = self._latest_note(table)
+            raise TableNotFoundError(f"cannot load {table!r} at version {version!r}{note}: {exc}") from exc
         return dt
+
+    def _latest_note(self, table: str) -> str:
+        """``" (its latest version is N)"``, for an error about a version the table does not have."""
+        try:
+            latest = DeltaTable(self.table_uri(table), storage_options=self.storage_options).version()
+        except (DeltaError, FileNotFoundError):
+            return ""
+        return f" (its latest version is {latest})"
 
     def scan(self, table: str, *, version: int | str | datetime | None = None) -> pl.LazyFrame:
         """A lazy polars frame over ``table`` (at ``version``, else the latest)."""

@@ -221,7 +221,8 @@ class TestLakeCommands:
     def test_lake_stats_of_a_missing_version_exits_non_zero_with_the_reason(self, harvest, ingested):
         result = _run(harvest, "lake", "stats", "candidates", "--lake", ingested[0].uri, "--version", "99")
         assert result.exit_code == 1, result.exception
-        assert "cannot load 'candidates' at version 99" in result.stderr
+        latest = ingested[0].version("candidates")
+        assert f"cannot load 'candidates' at version 99 (its latest version is {latest})" in result.stderr
 
     def test_lake_read_as_jsonl_writes_raw_bytes_as_base64(self, harvest, tmp_path):
         raw = b'{"manifest_version": 1}\n\xff'
