@@ -425,8 +425,9 @@ def _read_members(
             yield member, (_read_lazily(source, adapter, group, lazy_bytes, stamp) if lazy(member)
                            else eager(_read_member(source, adapter, group, stamp), source))
         return
-    # fork: the readers need nothing but the adapters' code and pyarrow, and start in milliseconds. pyarrow
-    # imports pandas on its first conversion of Python values (~0.5 s): done once here, the readers inherit it.
+    # fork: the readers need nothing but the adapters' code and pyarrow, and start in milliseconds.
+    # pyarrow imports pandas on its first conversion of Python values (~0.5 s): done once here, the
+    # readers inherit it.
     pa.array([])
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
     window: deque[tuple[Member, Future[ReadResult] | None]] = deque()
@@ -868,7 +869,8 @@ def _row(bundle: Bundle | _Packed, table: str, position: int) -> dict[str, Any]:
 
 
 def _taken(rows: pa.Table, indices: list[int]) -> pa.Table:
-    """The rows ``indices`` of ``rows``: a slice (no copy) when they are consecutive, as when a batch is all new."""
+    """The rows ``indices`` of ``rows``: a slice (no copy) when they are consecutive, as when a batch is
+    all new."""
     if indices == list(range(indices[0], indices[0] + len(indices))):
         return rows.slice(indices[0], len(indices))
     return rows.take(indices)
