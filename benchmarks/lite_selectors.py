@@ -210,8 +210,8 @@ def variants(rows: pl.DataFrame, *, folds: int, repeats: int) -> None:
               + "".join(f"{d.estimate:>+10.3f} [{d.low:+.3f}, {d.high:+.3f}]" for d in diffs), flush=True)
 
 
-def unseen_runs(rows: pl.DataFrame, *, folds: int, repeats: int, l2: float, inputs: tuple[str, ...] = CONSENSUS,
-                objective: str = "pointwise") -> None:
+def unseen_runs(rows: pl.DataFrame, *, folds: int, repeats: int, l2: float,
+                inputs: tuple[str, ...] = CONSENSUS, objective: str = "pointwise") -> None:
     """Whether the joint scorer ranks the candidates of an agent it never saw as well as those of one it saw.
 
     For each run R, the same task-grouped K-fold twice over the same shuffles: once as :func:`kfold`
@@ -234,10 +234,11 @@ def unseen_runs(rows: pl.DataFrame, *, folds: int, repeats: int, l2: float, inpu
         return out
 
     seen = [fitted(which, np.ones(len(y), dtype=bool), features) for which in shuffles]
-    print(f"task-grouped {folds}-fold over {len(np.unique(tasks))} tasks, {len(y)} candidates, {repeats} shuffles; "
-          f"combiner: {', '.join(inputs)} ({objective}, L2 {l2}); Best@1 on the tasks where the run has a candidate")
-    print(f"{'run left out of training':<44}{'tasks':>6}{'its success':>12}{'seen: Best@1':>14}{'unseen: Best@1':>16}"
-          f"{'unseen - seen, shuffle 0 [95% CI]':>36}")
+    print(f"task-grouped {folds}-fold over {len(np.unique(tasks))} tasks, {len(y)} candidates, "
+          f"{repeats} shuffles; combiner: {', '.join(inputs)} ({objective}, L2 {l2}); "
+          "Best@1 on the tasks where the run has a candidate")
+    print(f"{'run left out of training':<44}{'tasks':>6}{'its success':>12}"
+          f"{'seen: Best@1':>14}{'unseen: Best@1':>16}{'unseen - seen, shuffle 0 [95% CI]':>36}")
     for run in sorted(set(runs)):
         others = runs != run
         without = np.zeros_like(features)
@@ -369,8 +370,8 @@ def main() -> None:
     if args.variants:
         variants(rows, folds=args.folds, repeats=args.repeats)
     elif args.unseen_runs:
-        unseen_runs(rows, folds=args.folds, repeats=args.repeats, l2=args.l2, inputs=tuple(args.inputs.split(",")),
-                    objective=args.objective)
+        unseen_runs(rows, folds=args.folds, repeats=args.repeats, l2=args.l2,
+                    inputs=tuple(args.inputs.split(",")), objective=args.objective)
     elif args.model is None:
         kfold(rows, folds=args.folds, repeats=args.repeats, l2=args.l2, inputs=tuple(args.inputs.split(",")),
               objective=args.objective)

@@ -203,7 +203,8 @@ class FeedbackRecorder:
         n = len(served.candidates)
         for name, index in (("chosen_index", chosen), ("outcome.index", outcome_index)):  # the API's names
             if index is not None and not 0 <= index < n:
-                raise ValueError(f"{name} must be in 0..{n - 1} (request {request_id} had {n} candidates), got {index}")
+                raise ValueError(f"{name} must be in 0..{n - 1} (request {request_id} had {n} candidates), "
+                                 f"got {index}")
         return await asyncio.to_thread(
             self._write, served, chosen, outcome, outcome_name, outcome_index, source, evaluator
         )

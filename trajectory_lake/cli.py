@@ -166,8 +166,10 @@ def _pick_version(version: int | None, as_of: str | None) -> int | datetime | No
 @_version_options
 @click.option("--limit", default=20, show_default=True, help="Rows to print (0 = all).")
 @click.option("--columns", default=None, help="Comma-separated columns to print.")
-@click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "csv"]), default="table", show_default=True,
-              help="jsonl writes bytes (the quarantine's raw) as base64; csv leaves them and nested columns out.")
+@click.option("--format", "fmt", type=click.Choice(["table", "jsonl", "csv"]),
+              default="table", show_default=True,
+              help="jsonl writes bytes (the quarantine's raw) as base64; "
+                   "csv leaves them and nested columns out.")
 def lake_read(table: str, lake_uri: str | None, storage_options: tuple[str, ...], version_: int | None,
               as_of: str | None, limit: int, columns: str | None, fmt: str) -> None:
     """Print a table's rows, at any version or time."""
@@ -183,7 +185,8 @@ def lake_read(table: str, lake_uri: str | None, storage_options: tuple[str, ...]
         known = frame.collect_schema().names()
         unknown = [c for c in names if c not in known]
         if unknown:
-            raise click.BadParameter(f"unknown column(s) {unknown}; {table} has {known}", param_hint="--columns")
+            raise click.BadParameter(f"unknown column(s) {unknown}; {table} has {known}",
+                                     param_hint="--columns")
         frame = frame.select(names)
     if limit:
         frame = frame.head(limit)
@@ -211,7 +214,8 @@ def lake_stats(tables: tuple[str, ...], lake_uri: str | None, storage_options: t
     lake = open_lake(lake_uri, storage_options)
     version = _pick_version(version_, as_of)
     try:
-        stats = [lake.maintenance.stats(t, version=version) for t in (tables or TABLE_NAMES) if lake.exists(t)]
+        stats = [lake.maintenance.stats(t, version=version)
+                 for t in (tables or TABLE_NAMES) if lake.exists(t)]
     except LakeError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:

@@ -140,7 +140,8 @@ def as_timestamp(value: Any) -> datetime | None:  # noqa: ANN401 - validated her
             parsed = datetime.fromisoformat(value)
         except ValueError:
             parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        # combine, not replace(tzinfo=UTC): the same datetime, built several times faster (this runs per event)
+        # combine, not replace(tzinfo=UTC): the same datetime, built several times faster
+        # (this runs per event)
         return parsed if parsed.tzinfo else datetime.combine(parsed, parsed.time(), UTC)
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)

@@ -143,11 +143,13 @@ class SliceSpec:
     models: tuple[str, ...] = field(default=(), metadata={"help": "Policy models to keep (runs.model)."})
     harnesses: tuple[str, ...] = field(default=(), metadata={"help": "Harnesses to keep."})
     exit_statuses: tuple[str, ...] = field(
-        default=(), metadata={"help": "Trajectory exit statuses to keep (any case; a trailing * matches a prefix)."}
+        default=(),
+        metadata={"help": "Trajectory exit statuses to keep (any case; a trailing * matches a prefix)."},
     )
     exclude_exit_statuses: tuple[str, ...] = field(
-        default=(), metadata={"help": "Trajectory exit statuses to drop, e.g. error, discarded:* (any case; trailing "
-                                      "* = prefix)."}
+        default=(),
+        metadata={"help": "Trajectory exit statuses to drop, e.g. error, discarded:* "
+                          "(any case; trailing * = prefix)."},
     )
     ingested_after: datetime | None = field(default=None, metadata={"help": "Keep candidates ingested at/after."})
     ingested_before: datetime | None = field(default=None, metadata={"help": "Keep candidates ingested before."})
@@ -651,7 +653,8 @@ def _message(step: Mapping[str, Any]) -> dict[str, Any]:
     message: dict[str, Any] = {"role": role, "content": step["content"] or ""}
     if step.get("tool_calls"):
         message["tool_calls"] = [
-            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"] or "{}"}}
+            {"id": c["id"], "type": "function",
+             "function": {"name": c["name"], "arguments": c["arguments"] or "{}"}}
             for c in step["tool_calls"]
         ]
     if step.get("tool_call_id"):

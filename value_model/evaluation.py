@@ -25,8 +25,8 @@ computed per task, then averaged over tasks, unless said otherwise:
   computed on the same resample.
 
 Baselines sit in the same table: ``random`` (constant scores, so Best@k = Random), and, when the
-candidates' contents are known, ``majority_vote`` over normalised candidates (a patch's changed lines, an answer's lines:
-:func:`~value_model.metrics.normalise_candidate`) and ``shortest_patch``.
+candidates' contents are known, ``majority_vote`` over normalised candidates (a patch's changed
+lines, an answer's lines: :func:`~value_model.metrics.normalise_candidate`) and ``shortest_patch``.
 
 Examples:
     >>> report = evaluate_scores(["a", "a", "b", "b"], [1, 0, 0, 1], [0.9, 0.2, 0.7, 0.4],

@@ -340,7 +340,8 @@ def majority_vote_scores(task_ids: Sequence[str], contents: Sequence[str]) -> li
 
 
 def patch_length_scores(contents: Sequence[str]) -> list[float]:
-    """Shorter candidates first: minus the number of lines of :func:`normalise_candidate` (a patch's changed lines)."""
+    """Shorter candidates first: minus the number of lines of :func:`normalise_candidate`
+    (a patch's changed lines)."""
     return [-float(len(normalise_candidate(c).splitlines())) for c in contents]
 
 

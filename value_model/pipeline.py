@@ -138,7 +138,8 @@ def train_from_lake(
         train = with_reference_positives(lake, train, version=manifest.versions["tasks"])
         added["reference_positives"] = len(train) - before
         logger.info("added %d reference solutions as positives", added["reference_positives"])
-    train = cap_examples(train, config)  # here too, so that the counts reported and logged are those trained on
+    # here too, so that the counts reported and logged are those trained on
+    train = cap_examples(train, config)
     logger.info("training on %d examples (%d tasks), validating on %d (%d tasks)", len(train),
                 train.get_column("task_id").n_unique(), len(val), val.get_column("task_id").n_unique())
     model, tokenizer = ValueModel.from_backbone(config.backbone, pooling=config.pooling,

@@ -428,7 +428,8 @@ class ErrorBody(BaseModel):
 
     type: str = Field(description="invalid_request, request_too_large, overloaded, unauthorized, not_found, "
                                   "reload_failed, not_ready, bad_request or internal_error.")
-    message: str = Field(description="A sentence for a person: what was wrong and, where it helps, what to send.")
+    message: str = Field(description="A sentence for a person: what was wrong and, where it helps, "
+                                     "what to send.")
 
 
 class ErrorResponse(BaseModel):

@@ -131,14 +131,15 @@ class TestKindWarning:
         backend.info = replace(backend.info, capabilities={**backend.info.capabilities, "kind": "patch"})
         server = live_server(create_app(Settings(), backend=backend))
         request = {"task": {"prompt": "p"}, "candidates": [
-            {"content": "diff --git a/f b/f\n+x\n", "kind": "patch"}, {"content": "Refunded.", "kind": "answer"},
+            {"content": "diff --git a/f b/f\n+x\n", "kind": "patch"},
+            {"content": "Refunded.", "kind": "answer"},
             {"content": "ok"}]}
         with server.client() as http:
             mixed = http.post("/v1/rerank", json=request).json()
             same = http.post("/v1/rerank", json={**request, "candidates": request["candidates"][::2]}).json()
 
-        assert mixed["warnings"] == ["the model was trained on patch candidates; its scores of answer candidates "
-                                     "are outside what it learnt"]
+        assert mixed["warnings"] == ["the model was trained on patch candidates; "
+                                     "its scores of answer candidates are outside what it learnt"]
         assert same["warnings"] == []  # a candidate without a kind is taken to be the model's
 
 
@@ -346,8 +347,10 @@ class TestHealthAndDocs:
         from reranker_service.api.schemas import ErrorResponse
 
         spec = http.get("/openapi.json").json()
-        expected = {"/v1/rerank": {"401", "413", "422", "429", "503"}, "/v2/rerank": {"401", "413", "422", "429", "503"},
-                    "/v1/feedback": {"400", "401", "404", "413", "422"}, "/admin/reload": {"401", "409", "413", "422"}}
+        expected = {"/v1/rerank": {"401", "413", "422", "429", "503"},
+                    "/v2/rerank": {"401", "413", "422", "429", "503"},
+                    "/v1/feedback": {"400", "401", "404", "413", "422"},
+                    "/admin/reload": {"401", "409", "413", "422"}}
         for path, codes in expected.items():
             responses = spec["paths"][path]["post"]["responses"]
             assert codes <= set(responses), path

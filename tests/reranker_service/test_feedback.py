@@ -122,8 +122,10 @@ class TestFeedbackErrors:
         response = http.post("/v1/feedback", json={"request_id": served_id(http), "chosen_index": 5})
         assert response.status_code == 422
         assert "chosen_index must be in 0..1 (request " in response.json()["error"]["message"]
-        response = http.post("/v1/feedback", json={"request_id": served_id(http), "outcome": {"value": 1, "index": 2}})
-        assert response.status_code == 422 and "outcome.index must be in 0..1" in response.json()["error"]["message"]
+        response = http.post("/v1/feedback",
+                             json={"request_id": served_id(http), "outcome": {"value": 1, "index": 2}})
+        assert response.status_code == 422
+        assert "outcome.index must be in 0..1" in response.json()["error"]["message"]
 
     @pytest.mark.parametrize(
         ("body", "says"),

@@ -200,7 +200,9 @@ class TestLakeCommands:
         assert "lake table 'candidates' not found" in result.stderr
 
     @pytest.mark.parametrize("as_of", ["2999-01-01", "2999-01-01T00:00:00", "2999-01-01T00:00Z"])
-    def test_lake_read_as_of_an_iso_time_without_zone_or_seconds_reads_the_table(self, harvest, ingested, as_of):
+    def test_lake_read_as_of_an_iso_time_without_zone_or_seconds_reads_the_table(
+        self, harvest, ingested, as_of
+    ):
         lake, _ = ingested
         result = _ok(_run(harvest, "lake", "read", "candidates", "--lake", lake.uri, "--as-of", as_of,
                           "--limit", "0", "--columns", "candidate_id", "--format", "csv"))
@@ -213,7 +215,8 @@ class TestLakeCommands:
         assert json.loads(result.stdout)[0]["rows"] == N_CANDIDATES
 
     def test_lake_read_of_an_unknown_column_is_a_usage_error_naming_the_columns(self, harvest, ingested):
-        result = _run(harvest, "lake", "read", "candidates", "--lake", ingested[0].uri, "--columns", "candidate_id,nope")
+        result = _run(harvest, "lake", "read", "candidates", "--lake", ingested[0].uri,
+                      "--columns", "candidate_id,nope")
         assert result.exit_code == 2, result.exception
         assert "unknown column(s) ['nope']" in result.stderr
         assert "candidate_id" in result.stderr

@@ -149,7 +149,8 @@ class TestResolve:
     def test_balancing_a_train_split_of_one_class_is_refused(self, lite_lake):
         # Before, the minority's absence kept max(1, 0) = 1 row of the other class: a 1-row train split.
         spec = SliceSpec(name="solved", benchmarks=["swe-bench-lite"], label_min=1, balance="downsample")
-        with pytest.raises(ValueError, match=r"cannot be balanced: its train split has \d+ positive and 0 negative"):
+        with pytest.raises(ValueError,
+                           match=r"cannot be balanced: its train split has \d+ positive and 0 negative"):
             resolve_slice(lite_lake, spec)
 
     def test_a_test_split_takes_its_own_tasks(self, lite_lake):
@@ -391,7 +392,7 @@ class TestPinnedScans:
 
         from trajectory_lake.slices import _delta_casts
 
-        def plain(options):  # noqa: ANN001, ANN202
+        def plain(options):
             return {k: tuple(v) if isinstance(v, list | tuple) else v for k, v in vars(options).items()}
 
         assert plain(_delta_casts()) == plain(ScanCastOptions._default_iceberg())
@@ -467,7 +468,8 @@ class TestSliceSteps:
         kept = statuses(exit_statuses=["Sub*"])  # a prefix, in any case
         assert kept == [s for s in every if s is not None and s.lower().startswith("sub")]
         dropped = statuses(exclude_exit_statuses=["submitted", "fin*"])
-        assert dropped == [s for s in every if s is None or not (s.lower() == "submitted" or s.lower().startswith("fin"))]
+        assert dropped == [s for s in every
+                           if s is None or not (s.lower() == "submitted" or s.lower().startswith("fin"))]
         with pytest.raises(ValueError, match="exclude_exit_statuses must be a list of non-empty strings"):
             SliceSpec(name="x", exclude_exit_statuses=[""])
 
@@ -511,9 +513,11 @@ class TestSliceSteps:
         assert prompt and all(m["content"] != prompt for m in first["messages"])
 
     def test_export_of_a_candidate_without_steps_is_the_prompt_and_the_candidate(self, lite_lake, tmp_path):
-        manifest = resolve_slice(lite_lake, SliceSpec(name="one", runs=["20240402_sweagent_gpt4"], val_fraction=0.0))
+        spec = SliceSpec(name="one", runs=["20240402_sweagent_gpt4"], val_fraction=0.0)
+        manifest = resolve_slice(lite_lake, spec)
         row = json.loads(export_slice(lite_lake, manifest, tmp_path / "out", fmt="jsonl")["train"].read_text()
                          .splitlines()[0])
-        source = scan_slice(lite_lake, manifest).collect().filter(pl.col("candidate_id") == row["candidate_id"])
+        source = (scan_slice(lite_lake, manifest).collect()
+                  .filter(pl.col("candidate_id") == row["candidate_id"]))
         assert row["messages"] == [{"role": "user", "content": source["prompt"][0]},
                                    {"role": "assistant", "content": source["content"][0]}]

@@ -95,7 +95,8 @@ class TestFeatures:
 
 
 # Two answers that take the same two actions (keys in another order, re-indented) and one that cancels.
-ANSWER_1 = '{"actions": [{"name": "get_user", "arguments": {"id": 7}}, {"name": "refund", "arguments": {"amount": 5}}]}'
+ANSWER_1 = ('{"actions": [{"name": "get_user", "arguments": {"id": 7}}, '
+            '{"name": "refund", "arguments": {"amount": 5}}]}')
 ANSWER_2 = """{
   "actions": [
     {"arguments": {"id": 7}, "name": "get_user"},

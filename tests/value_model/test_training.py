@@ -78,9 +78,11 @@ class TestRegistry:
         base = TrainConfig(backbone=str(tiny_encoder_dir), max_length=32, epochs=1, max_examples=8)
         plain = train_from_lake(lite_lake, base, register=None)
         more = train_from_lake(lite_lake, dataclasses.replace(base, reference_positives=True), register=None)
-        train, _ = split_by_task(load_examples(lite_lake).frame, val_fraction=base.val_fraction, seed=base.split_seed)
+        train, _ = split_by_task(load_examples(lite_lake).frame, val_fraction=base.val_fraction,
+                                 seed=base.split_seed)
         assert more.lineage["reference_positives"] == train.get_column("task_id").n_unique()
-        assert more.n_train == plain.n_train == 8  # max_examples caps what is trained on, gold patches included
+        # max_examples caps what is trained on, gold patches included
+        assert more.n_train == plain.n_train == 8
         assert more.n_val == plain.n_val and more.lineage["val_tasks"] == plain.lineage["val_tasks"]
 
     def test_train_from_lake_logs_and_registers_a_model_that_loads_by_alias(self, lite_lake, harvest_home, tiny_encoder_dir):
