@@ -98,6 +98,9 @@ def ingest_command(
     for table, c in sorted(report.counts.items()):
         version = report.versions.get(table, "-")
         click.echo(f"{table:<14}{c.read:>8}{c.written:>9}{c.duplicate:>11}{c.quarantined:>13}{version:>9}")
+    if any(c.duplicate for c in report.counts.values()):
+        click.echo("duplicate: a row already in the lake or read before in this ingest (each trajectory of "
+                   "a run repeats its run and task rows)")
     for warning in report.warnings:
         click.echo(f"warning: {warning}", err=True)
     if report.skipped:

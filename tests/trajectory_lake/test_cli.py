@@ -121,6 +121,9 @@ class TestIngestCommand:
         result = _ok(_run(harvest, "ingest", str(shared_data / CANDIDATES), "--lake", str(tmp_path / "lake")))
         (line,) = [line for line in result.stdout.splitlines() if line.startswith("candidates")]
         assert line.split() == ["candidates", str(N_CANDIDATES), str(N_CANDIDATES), "0", "0", "1"]
+        (runs,) = [line for line in result.stdout.splitlines() if line.startswith("runs")]
+        assert int(runs.split()[3]) > 0  # one run row per prediction line: a first ingest has duplicates
+        assert "duplicate: a row already in the lake or read before in this ingest" in result.stdout
 
     def test_ingest_lists_an_ignored_harness_file_in_the_summary_and_the_json(self, harvest, tmp_path):
         # moatless 2025's settings.json with no search tree beside it: recognised, holds no rollout
