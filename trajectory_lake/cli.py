@@ -286,7 +286,7 @@ def slice_command(spec_path: str, lake_uri: str | None, storage_options: tuple[s
     lake = open_lake(lake_uri, storage_options)
     try:
         manifest = resolve_slice(lake, spec, save=save)
-    except LakeError as exc:
+    except (LakeError, ValueError) as exc:  # ValueError: what the spec asks cannot be done (e.g. balance)
         raise click.ClickException(str(exc)) from exc
     if manifest_out:
         manifest.save(manifest_out)

@@ -144,12 +144,12 @@ class SliceSpec:
     harnesses: tuple[str, ...] = field(default=(), metadata={"help": "Harnesses to keep."})
     exit_statuses: tuple[str, ...] = field(
         default=(),
-        metadata={"help": "Trajectory exit statuses to keep (any case; a trailing * matches a prefix)."},
+        metadata={"help": "Trajectory exit statuses to keep, as written (a trailing * matches a prefix)."},
     )
     exclude_exit_statuses: tuple[str, ...] = field(
         default=(),
         metadata={"help": "Trajectory exit statuses to drop, e.g. error, discarded:* "
-                          "(any case; trailing * = prefix)."},
+                          "(as written; trailing * = prefix)."},
     )
     ingested_after: datetime | None = field(default=None, metadata={"help": "Keep candidates ingested at/after."})
     ingested_before: datetime | None = field(default=None, metadata={"help": "Keep candidates ingested before."})
@@ -384,13 +384,13 @@ def _tasks_of(scan: pl.LazyFrame, spec: SliceSpec, task_ids: pl.Series,
 
 
 def _status_matches(patterns: tuple[str, ...]) -> pl.Expr:
-    """``exit_status`` equals one of ``patterns``, or starts with one that ends in ``*``, ignoring case:
-    harnesses spell the same status differently (mini-swe-agent's trajectories say ``Submitted``, its
-    predictions ``submitted``)."""
-    status = pl.col("exit_status").str.to_lowercase()
-    matches = status.is_in([p.lower() for p in patterns if not p.endswith("*")])
-    for prefix in (p[:-1].lower() for p in patterns if p.endswith("*")):
-        matches = matches | status.str.starts_with(prefix)
+    """``exit_status`` equals one of ``patterns``, or starts with one that ends in ``*``. Case counts, as
+    saved manifests were resolved with it: harnesses that spell a status two ways (mini-swe-agent's
+    trajectories say ``Submitted``, its predictions ``submitted``) need both listed."""
+    exact = [p for p in patterns if not p.endswith("*")]
+    matches = pl.col("exit_status").is_in(exact)
+    for prefix in (p[:-1] for p in patterns if p.endswith("*")):
+        matches = matches | pl.col("exit_status").str.starts_with(prefix)
     return matches
 
 
@@ -488,14 +488,17 @@ def _rows(spec: SliceSpec, scan: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
     ).drop("_bucket").sort("task_id", "candidate_id")
 
 
-def _balanced(frame: pl.DataFrame, spec: SliceSpec) -> pl.DataFrame:
+def _balanced(frame: pl.DataFrame, spec: SliceSpec, *, refuse_one_class: bool) -> pl.DataFrame:
+    """The train split's majority class downsampled. A train split of one class cannot be balanced:
+    ``refuse_one_class`` (resolving a spec) raises; reading a saved manifest keeps what it was resolved to
+    (before the refusal existed, one row of that class)."""
     if spec.balance == "none" or frame.is_empty():
         return frame
     train = frame.filter(pl.col("split") == "train")
     positive = train.filter(pl.col("label") > 0.5)
     negative = train.filter(~(pl.col("label") > 0.5))
     minority, majority = (positive, negative) if len(positive) <= len(negative) else (negative, positive)
-    if minority.is_empty() and not majority.is_empty():
+    if refuse_one_class and minority.is_empty() and not majority.is_empty():
         raise ValueError(
             f"slice {spec.name!r} cannot be balanced: its train split has {len(positive)} positive and "
             f"{len(negative)} negative rows (label_min/label_max or the filters leave one class); "
@@ -510,9 +513,10 @@ def _balanced(frame: pl.DataFrame, spec: SliceSpec) -> pl.DataFrame:
     return pl.concat([frame.filter(pl.col("split") != "train"), minority, kept]).sort("task_id", "candidate_id")
 
 
-def _materialise(spec: SliceSpec, scans: Mapping[str, pl.LazyFrame]) -> pl.DataFrame:
-    """The slice's rows from ``scans`` (of each slice table at its pinned version)."""
-    return _balanced(_rows(spec, scans).collect(engine=_ENGINE), spec)
+def _materialise(spec: SliceSpec, scans: Mapping[str, pl.LazyFrame], *, resolving: bool) -> pl.DataFrame:
+    """The slice's rows from ``scans`` (of each slice table at its pinned version); ``resolving`` a spec
+    (not reading a saved manifest) refuses what cannot be balanced."""
+    return _balanced(_rows(spec, scans).collect(engine=_ENGINE), spec, refuse_one_class=resolving)
 
 
 def _content_hash(frame: pl.DataFrame) -> str:
@@ -548,7 +552,7 @@ def resolve_slice(lake: Lake, spec: SliceSpec, *, save: bool = False) -> SliceMa
     """
     tables = _pinned_tables(lake, spec)
     versions = {t: dt.version() for t, dt in tables.items()}
-    frame = _materialise(spec, _scans(lake, tables))
+    frame = _materialise(spec, _scans(lake, tables), resolving=True)
     spec_dict = spec.to_dict()
     manifest = SliceManifest(
         slice_id="b2:" + hashlib.blake2b(canonical_json([spec_dict, versions]).encode(), digest_size=16).hexdigest(),
@@ -571,7 +575,7 @@ def scan_slice(lake: Lake, manifest: SliceManifest, *, split: Split | None = Non
             vacuumed away or rewritten outside Harvest).
     """
     tables = _open_tables(lake, {t: v for t, v in manifest.versions.items() if t != "steps"})
-    frame = _materialise(manifest.spec_object, _scans(lake, tables))
+    frame = _materialise(manifest.spec_object, _scans(lake, tables), resolving=False)
     if _content_hash(frame) != manifest.content_hash:
         raise ValueError(f"slice {manifest.slice_id} no longer reproduces: the rows at the pinned versions "
                          "differ from the manifest's content hash")
