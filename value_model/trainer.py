@@ -480,7 +480,9 @@ def fit(
             metrics["td_mse"] = float(np.mean((1.0 / (1.0 + np.exp(-val_values)) - expected) ** 2))
         metrics["auroc_in_task"] = within_task_auroc(val.get_column("task_id").to_list(),
                                                      val.get_column("label").to_numpy(), val_values)
-    combiner, combined_metrics = (None, {}) if config.kind != "patch" else fit_combiner(val, val_values, config)
+    # The candidates of a task are compared with each other (patches, answers); next actions are not: theirs
+    # are steps of different trajectories and prefixes.
+    combiner, combined_metrics = (None, {}) if config.kind == "action" else fit_combiner(val, val_values, config)
     seconds = time.monotonic() - started
     metrics["train_seconds"] = seconds
     if log and runtime.is_main:

@@ -38,6 +38,7 @@ def test_harvest_train_on_actions_registers_a_model_that_scores_with_trajectory_
     directory, _ = resolve_model("models:/agent-actions@champion")
     scorer = Scorer.from_directory(directory)
     assert scorer.info["kind"] == "action"
+    assert scorer.info.get("combiner") is None  # next actions of different trajectories are not compared
     assert scorer.info["serialize"]["include_context"] is True
     assert scorer.info["training"]["objective"] == "bce=1,td=1"
     assert scorer.info["lineage"]["steps_version"] == agent_lake.version("steps")
@@ -71,6 +72,7 @@ def test_evaluate_serializes_each_candidate_after_its_own_trajectory_for_a_conte
 
     directory, _ = resolve_model("models:/agent-context@champion")
     scorer = Scorer.from_directory(directory)
+    assert scorer.info["combiner"] is not None  # answers are compared with each other, as patches are
     spec = SliceSpec.from_dict({**scorer.info["slice_manifest"]["spec"], "versions": None, "as_of": None})
     frame = examples_of(scan_slice(agent_lake, resolve_slice(agent_lake, spec), split="val").collect())
     steps = load_steps(agent_lake, frame["trajectory_id"].unique().to_list())
