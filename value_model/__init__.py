@@ -12,7 +12,14 @@ from value_model.data import Examples, load_action_examples, load_examples, load
 from value_model.evaluation import EvaluationOptions, EvaluationReport, evaluate_candidates, evaluate_scores
 from value_model.inference import Calibration, ScoredBatch, Scorer, predict_values
 from value_model.losses import td_lambda_targets
-from value_model.metrics import auroc, majority_vote_scores, normalise_patch, selection_metrics
+from value_model.metrics import (
+    auroc,
+    is_diff,
+    majority_vote_scores,
+    normalise_candidate,
+    normalise_patch,
+    selection_metrics,
+)
 from value_model.model import ValueModel
 from value_model.serialize import encode_pairs
 from value_model.tracking import ModelNotFoundError, RegisteredModel, resolve_model, tracking_uri
@@ -42,7 +49,9 @@ __all__ = [
     "load_config",
     "load_examples",
     "load_steps",
+    "is_diff",
     "majority_vote_scores",
+    "normalise_candidate",
     "normalise_patch",
     "predict_values",
     "resolve_model",

@@ -136,7 +136,7 @@ def train_from_lake(
     if config.reference_positives:
         before = len(train)
         train = with_reference_positives(lake, train, version=manifest.versions["tasks"])
-        added["reference_positives"] = len(train) - before
+        added["reference_positives"] = len(train) - before  # into the train split, before max_examples
         logger.info("added %d reference solutions as positives", added["reference_positives"])
     # here too, so that the counts reported and logged are those trained on
     train = cap_examples(train, config)

@@ -482,7 +482,9 @@ def fit(
                                                      val.get_column("label").to_numpy(), val_values)
     # The candidates of a task are compared with each other (patches, answers); next actions are not: theirs
     # are steps of different trajectories and prefixes.
-    combiner, combined_metrics = (None, {}) if config.kind == "action" else fit_combiner(val, val_values, config)
+    combiner, combined_metrics = None, {}
+    if config.kind != "action":
+        combiner, combined_metrics = fit_combiner(val, val_values, config)
     seconds = time.monotonic() - started
     metrics["train_seconds"] = seconds
     if log and runtime.is_main:

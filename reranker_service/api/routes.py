@@ -70,7 +70,7 @@ def service_of(request: Request) -> RerankService:
     return request.app.state.service
 
 
-router = APIRouter(dependencies=[Depends(authorize)], responses=error_responses(401))
+router = APIRouter(dependencies=[Depends(authorize)], responses=error_responses(401, 500))
 public = APIRouter()
 
 

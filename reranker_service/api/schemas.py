@@ -427,7 +427,8 @@ class ErrorBody(BaseModel):
     """What went wrong."""
 
     type: str = Field(description="invalid_request, request_too_large, overloaded, unauthorized, not_found, "
-                                  "reload_failed, not_ready, bad_request or internal_error.")
+                                  "method_not_allowed, reload_failed, not_ready, bad_request, http_error or "
+                                  "internal_error.")
     message: str = Field(description="A sentence for a person: what was wrong and, where it helps, "
                                      "what to send.")
 
@@ -442,7 +443,7 @@ class ErrorResponse(BaseModel):
 
 
 _ERRORS: dict[int, str] = {
-    400: "The request could not be read.",
+    400: "The request cannot be served here (feedback on a server without a lake, a body it cannot read).",
     401: "A bearer token is required (keys are configured) and was missing or wrong.",
     404: "The request id is unknown or no longer remembered.",
     409: "The model could not be loaded; the previous one keeps serving.",
@@ -450,6 +451,7 @@ _ERRORS: dict[int, str] = {
     422: "The body does not validate, or an input over the model's budget with truncate=false.",
     429: "The queue is full: retry after Retry-After seconds.",
     503: "No model is serving yet (or any more): retry after Retry-After seconds.",
+    500: "The model failed on this request, or the server did; the message never carries internals.",
 }
 
 

@@ -163,7 +163,8 @@ class TestResolve:
                             lambda spec, scans, resolving: materialise(spec, scans, resolving=False))
             manifest = resolve_slice(lite_lake, spec)
         rows = scan_slice(lite_lake, manifest).collect()
-        assert rows.filter(pl.col("split") == "train").height == manifest.counts["splits"]["train"]["rows"] == 1
+        train = rows.filter(pl.col("split") == "train")
+        assert train.height == manifest.counts["splits"]["train"]["rows"] == 1
 
     def test_harvest_slice_reports_a_refused_balance_without_a_traceback(self, lite_lake, tmp_path):
         spec = tmp_path / "bal.toml"
