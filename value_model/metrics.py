@@ -321,7 +321,7 @@ def normalise_candidate(content: str) -> str:
     if content.lstrip()[:1] in ("{", "["):
         try:
             lines = _json_lines(json.loads(content), "")
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to walk: compared as text
             pass
     collapsed = (_WS.sub(" ", line).strip() for line in lines)
     return "\n".join("+" + line for line in collapsed if line)

@@ -125,6 +125,10 @@ class TestAnswers:
         for name in ("file_agreement", "location_overlap", "touches_tests"):
             assert not feature(f, name).any()
 
+    def test_json_nested_too_deep_to_walk_is_compared_as_text(self):
+        deep = "[" * 5000 + "]" * 5000  # json.loads raises RecursionError, not ValueError
+        assert changed_lines(deep) == {"+" + deep}
+
     def test_plain_text_answers_agree_on_their_lines(self):
         from value_model.metrics import majority_vote_scores
 
