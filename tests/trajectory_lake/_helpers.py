@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,12 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Every non-blank line of a JSONL file, parsed."""
     with path.open(encoding="utf-8") as handle:
         return [json.loads(line) for line in handle if line.strip()]
+
+
+def write_jsonl(path: Path, rows: Iterable[Any]) -> Path:
+    """``rows`` as a JSONL file at ``path`` (one ``json.dumps`` a line); returns ``path``."""
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
 
 
 def table_state(lake: Lake, tables: tuple[str, ...] = DATA_TABLES) -> dict[str, tuple[int, int]]:

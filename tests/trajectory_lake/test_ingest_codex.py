@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import polars as pl
 import pytest
 
-from tests.trajectory_lake._helpers import read_jsonl, table_state, unreconciled
+from tests.trajectory_lake._helpers import read_jsonl, table_state, unreconciled, write_jsonl
 from trajectory_lake import IngestReport, Lake, ingest
 from trajectory_lake._hashing import content_sha256
 from trajectory_lake.adapters import SourceFile, detect
@@ -330,7 +330,7 @@ class TestCodexOlderLayout:
     @pytest.fixture
     def legacy(self, tmp_path: Path) -> tuple[Lake, IngestReport]:
         path = tmp_path / "rollout-2025-07-05T23-31-25-4bb054bf-0000-4000-8000-000000000001.jsonl"
-        path.write_text("".join(json.dumps(line) + "\n" for line in self.LEGACY), encoding="utf-8")
+        write_jsonl(path, self.LEGACY)
         lake = Lake(tmp_path / "lake")
         return lake, ingest([path], lake)
 
@@ -385,7 +385,7 @@ class TestCodexOlderLayout:
         else:
             lines[index][key] = value
         path = tmp_path / "rollout-2025-07-05T23-31-25-4bb054bf-0000-4000-8000-000000000001.jsonl"
-        path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+        write_jsonl(path, lines)
         lake = Lake(tmp_path / "lake")
         report = ingest([path], lake)
         assert list(report.sources.values()) == ["codex"]
@@ -422,7 +422,7 @@ class TestCodexMalformed:
         index = next(i for i, line in enumerate(session) if line["payload"].get("type") == "function_call")
         session[index] = {**session[index], "payload": {**session[index]["payload"], "name": 42}}
         path = tmp_path / FINISHED
-        path.write_text("".join(json.dumps(line) + "\n" for line in session), encoding="utf-8")
+        write_jsonl(path, session)
         lake = Lake(tmp_path / "lake")
         ingest([path], lake)
         (row,) = lake.read("quarantine").to_dicts()
@@ -441,7 +441,7 @@ class TestCodexMalformed:
         assert index < 8
         del session[index][key]
         path = tmp_path / FINISHED
-        path.write_text("".join(json.dumps(line) + "\n" for line in session), encoding="utf-8")
+        write_jsonl(path, session)
         lake = Lake(tmp_path / "lake")
         report = ingest([path], lake)
         assert list(report.sources.values()) == ["codex"]
@@ -455,7 +455,7 @@ class TestCodexMalformed:
 
     def test_a_file_without_session_metadata_is_quarantined_whole(self, lines, tmp_path):
         path = tmp_path / FINISHED
-        path.write_text("".join(json.dumps(line) + "\n" for line in lines[FINISHED][1:]), encoding="utf-8")
+        write_jsonl(path, lines[FINISHED][1:])
         lake = Lake(tmp_path / "lake")
         report = ingest([path], lake)
         (row,) = lake.read("quarantine").to_dicts()

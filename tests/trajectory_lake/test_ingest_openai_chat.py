@@ -20,7 +20,13 @@ from typing import Any
 import polars as pl
 import pytest
 
-from tests.trajectory_lake._helpers import DATA_TABLES, comparable_rows, table_state, unreconciled
+from tests.trajectory_lake._helpers import (
+    DATA_TABLES,
+    comparable_rows,
+    table_state,
+    unreconciled,
+    write_jsonl,
+)
 from trajectory_lake import IngestReport, Lake, ingest
 from trajectory_lake.adapters import RunGroup, SourceFile, detect, openai_chat
 
@@ -55,7 +61,7 @@ def _steps(lake: Lake) -> pl.DataFrame:
 
 
 def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    write_jsonl(path, records)
     return path
 
 

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import polars as pl
 import pytest
 
-from tests.trajectory_lake._helpers import read_jsonl, table_state, unreconciled
+from tests.trajectory_lake._helpers import read_jsonl, table_state, unreconciled, write_jsonl
 from trajectory_lake import IngestReport, Lake, ingest
 
 EVAL_FILE = "official_example_multi_swe_bench_output.jsonl"
@@ -443,7 +443,7 @@ class TestOpenHandsMalformedLines:
         lines = read_jsonl(oh_dir / EVAL_FILE)
         del lines[index][key]
         path = tmp_path / "output.jsonl"
-        path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+        write_jsonl(path, lines)
         lake = Lake(tmp_path / "lake")
         report = ingest([path], lake)
         assert list(report.sources.values()) == ["openhands-eval"]
@@ -466,7 +466,7 @@ class TestOpenHandsMalformedLines:
         lines = read_jsonl(oh_dir / RESOLVER_FILE)
         del lines[index][key]
         path = tmp_path / "output.jsonl"
-        path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+        write_jsonl(path, lines)
         lake = Lake(tmp_path / "lake")
         report = ingest([path], lake)
         assert list(report.sources.values()) == ["openhands-resolver"]
@@ -665,7 +665,7 @@ def _write_v1_run(root: Path, lines: list[dict[str, Any]]) -> Path:
     run = root / "run1"
     run.mkdir()
     (run / "metadata.json").write_text(json.dumps(V1_METADATA, indent=2), encoding="utf-8")
-    (run / "output.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    write_jsonl((run / "output.jsonl"), lines)
     return run
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from tests.trajectory_lake._helpers import read_jsonl, swe_candidates, unreconciled
+from tests.trajectory_lake._helpers import read_jsonl, swe_candidates, unreconciled, write_jsonl
 from trajectory_lake import IngestReport, Lake, ingest
 
 # Documented in ../shared/data/README.md.
@@ -231,7 +231,7 @@ class TestSweBenchVerifiedLabels:
             row["resolved"] = str(bool(row["resolved"]))  # "True" / "False"
         assert {row["resolved"] for row in rows} == {"True", "False"}
         path = tmp_path / verified_files[0].name
-        path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+        write_jsonl(path, rows)
         lake = Lake(tmp_path / "lake")
         report = ingest([path], lake)
         expected = {r["instance_id"]: 1.0 if r["resolved"] == "True" else 0.0 for r in rows}
@@ -301,7 +301,7 @@ class TestOneDamagedRecordAmongTheFirst:
         del records[1][key]
         path = tmp_path / "run" / "preds.jsonl"
         path.parent.mkdir()
-        path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+        write_jsonl(path, records)
         lake = Lake(tmp_path / "lake")
         report = ingest([path], lake)
         assert list(report.sources.values()) == ["swebench-predictions"]
@@ -325,7 +325,7 @@ class TestOneDamagedRecordAmongTheFirst:
         records[1]["model_name_or_path"] = model
         path = tmp_path / "run" / "all_preds.jsonl"
         path.parent.mkdir()
-        path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+        write_jsonl(path, records)
         lake = Lake(tmp_path / "lake")
         report = ingest([path], lake)
         (row,) = lake.read("quarantine").to_dicts()
@@ -362,7 +362,7 @@ class TestOneDamagedRecordAmongTheFirst:
         del rows[0][key]
         path = tmp_path / "swebench-lite" / "tasks.jsonl"
         path.parent.mkdir()
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        write_jsonl(path, rows)
         lake = Lake(tmp_path / "lake")
         report = ingest([path], lake)
         assert list(report.sources.values()) == ["swebench-tasks"]
@@ -379,7 +379,7 @@ class TestOneDamagedRecordAmongTheFirst:
         rows = read_jsonl(lite_dir / "tasks.jsonl")[:2]
         del rows[1]["problem_statement"]
         path = tmp_path / "tasks.jsonl"
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        write_jsonl(path, rows)
         lake = Lake(tmp_path / "lake")
         ingest([path], lake)
         assert lake.read("tasks")["instance_id"].to_list() == [rows[0]["instance_id"]]

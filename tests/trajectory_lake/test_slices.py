@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from torch.utils.data import DataLoader
 
 from tests.conftest import REPO_ROOT
+from tests.trajectory_lake._helpers import write_jsonl
 from trajectory_lake import Lake, TableNotFoundError, ingest
 from trajectory_lake._hashing import canonical_json
 from trajectory_lake.cli import main
@@ -114,7 +115,7 @@ class TestResolve:
         lines = [{"instance_id": "django__django-1", "model_patch": "diff --git a/x b/x\n", "system": system,
                   "resolved": resolved} for system, resolved in (("run-a", True), ("run-b", False))]
         path = tmp_path / "candidates.jsonl"
-        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        write_jsonl(path, lines)
         lake = Lake(tmp_path / "lake")
         ingest([path], lake)
 
