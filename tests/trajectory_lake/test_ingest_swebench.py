@@ -422,3 +422,56 @@ class TestReportEntryWithoutVerdict:
                 float(report_doc["django__django-11133"]["resolved"]),
             ),
         ]
+
+
+def _report_entry(resolved: bool) -> dict[str, Any]:
+    """One instance's entry as ``grading.get_eval_report`` writes it (no test names: they play no part)."""
+    return {"patch_is_None": False, "patch_exists": True, "patch_successfully_applied": True,
+            "resolved": resolved, "tests_status": {}}
+
+
+def _submission(root: Path, lines: list[dict[str, Any]]) -> Path:
+    """A leaderboard submission folder (``evaluation/<split>/<run>/`` of SWE-bench's ``experiments`` repo)
+    made of real labelled lines: ``all_preds.jsonl`` without the labels, and each line's verdict as the
+    per-instance ``logs/<instance_id>/report.json`` beside the harness's other logs."""
+    run = root / "evaluation" / "lite" / lines[0]["system"]
+    run.mkdir(parents=True)
+    write_jsonl(run / "all_preds.jsonl", [
+        {"instance_id": r["instance_id"], "model_name_or_path": "gpt-4o", "model_patch": r["model_patch"]}
+        for r in lines
+    ])
+    for r in lines:
+        logs = run / "logs" / r["instance_id"]
+        logs.mkdir(parents=True)
+        (logs / "report.json").write_text(json.dumps({r["instance_id"]: _report_entry(r["resolved"])}))
+        (logs / "patch.diff").write_text(r["model_patch"], encoding="utf-8")
+        (logs / "test_output.txt").write_text("", encoding="utf-8")
+    return run
+
+
+class TestLeaderboardSubmissionLogs:
+    """A submission's per-instance reports sit in ``<run>/logs/<instance_id>/``: they belong to ``<run>``, so
+    they label its predictions (``run_dir_of`` took ``<run>/logs`` for the run: every label was lost)."""
+
+    @pytest.fixture
+    def lines(self, lite_dir: Path) -> list[dict[str, Any]]:
+        rows = read_jsonl(lite_dir / "candidates" / "20240609_moatless_gpt4o.jsonl")[:8]
+        assert {r["resolved"] for r in rows} == {True, False}  # both verdicts, or this checks half
+        return rows
+
+    def test_each_report_in_logs_labels_its_prediction(self, lines, tmp_path):
+        run = _submission(tmp_path, lines)
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run], lake)
+        got = dict(swe_candidates(lake).select("instance_id", "resolved").iter_rows())
+        assert got == {r["instance_id"]: float(r["resolved"]) for r in lines}
+        assert report.warnings == []
+        assert unreconciled(report) == {}
+        assert lake.read("runs").select("name", "model").rows() == [(run.name, "gpt-4o")]
+
+    def test_the_logs_other_files_are_listed_as_skipped(self, lines, tmp_path):
+        run = _submission(tmp_path, lines)
+        report = ingest([run], Lake(tmp_path / "lake"))
+        names = sorted(Path(p).name for p in report.skipped)
+        assert names == sorted(["patch.diff", "test_output.txt"] * len(lines))
+        assert report.total("quarantined") == 0

@@ -296,23 +296,35 @@ def node_label(instance_id: str, node_id: int) -> str:
 def run_dir_of(path: Path) -> Path:
     """The run directory a harness output file belongs to.
 
-    ``<run>/<instance_id>/<instance_id>.traj.json`` and ``<run>/trajs/x.traj`` belong to ``<run>``; a
-    per-leaf report ``<instance>/evaluation/node_<id>/report.json`` belongs to the run of the
-    ``<instance>/trajectory.json`` it evaluates; anything else belongs to its own directory.
+    ``<run>/<instance_id>/<instance_id>.traj.json`` (mini-swe-agent, SWE-agent 1.x) and ``<run>/trajs/x.traj``
+    belong to ``<run>``, and so does a file of an instance folder inside such a nested folder: a leaderboard
+    submission's ``<run>/logs/<instance_id>/report.json`` (the SWE-bench ``experiments`` layout) and moatless
+    2025's ``<evaluation>/trajs/<instance_id>/trajectory.json``. A per-leaf report
+    ``<instance>/evaluation/node_<id>/report.json`` belongs to the run of the ``<instance>/trajectory.json``
+    it evaluates. The harness's own ``logs/run_evaluation/<run_id>/<model>/<instance_id>/report.json`` belongs
+    to ``<model>`` (``<model>`` is no nested folder name). Anything else belongs to its own directory.
 
     Examples:
+        >>> run_dir_of(Path("lite/20240402_sweagent_gpt4/logs/django__django-11099/report.json")).as_posix()
+        'lite/20240402_sweagent_gpt4'
         >>> run_dir_of(Path("eval/trajs/django__django-11099/evaluation/node_6/report.json")).as_posix()
-        'eval/trajs'
+        'eval'
         >>> run_dir_of(Path("eval/trajs/django__django-11099/trajectory.json")).as_posix()
-        'eval/trajs'
+        'eval'
+        >>> run_dir_of(Path("run_evaluation/r1/openai__gpt-4o/django__django-11099/report.json")).as_posix()
+        'run_evaluation/r1/openai__gpt-4o'
     """
     if evaluated_node(path) is not None:
         return run_dir_of(path.parent.parent.parent / path.name)
     parent = path.parent
     if _SWE_AGENT_RUN.search(parent.name):  # SWE-agent 0.x run names end like an instance id
         return parent
-    if _INSTANCE_LIKE.match(parent.name) or parent.name in _NESTED_DIRS:
+    if parent.name in _NESTED_DIRS:
         return parent.parent
+    if _INSTANCE_LIKE.match(parent.name):
+        run = parent.parent
+        # <run>/logs/<instance>/: the nested folder is not the run (unless nothing named holds it)
+        return run.parent if run.name in _NESTED_DIRS and run.parent.name else run
     return parent
 
 

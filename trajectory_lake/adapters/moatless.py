@@ -489,11 +489,9 @@ class MoatlessSearchTree(Adapter):
             config["flow_settings"] = {k: v for k, v in settings.items() if k not in _PER_TRAJECTORY_SETTINGS}
         try:
             run = make_run(
-                # moatless 2025 writes projects/<evaluation>/trajs/<instance>/trajectory.json: the run is
-                # the evaluation, not the "trajs" folder the instance directory sits in
-                name=group.key.parent.name
-                if group.key.name == "trajs" and group.key.parent.name
-                else group.run_name,
+                # moatless 2025 writes projects/<evaluation>/trajs/<instance>/trajectory.json: run_dir_of
+                # makes the evaluation the run, not the "trajs" folder the instance directory sits in
+                name=group.run_name,
                 harness=HARNESS,
                 model=_tree_model(document) or _tree_model(settings),
                 benchmark=infer_benchmark(None, source.path) if is_swe_instance(instance_id) else None,
