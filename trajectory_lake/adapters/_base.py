@@ -260,7 +260,9 @@ class RunGroup:
 
 
 _INSTANCE_LIKE = re.compile(r"^[A-Za-z0-9_.-]+__[A-Za-z0-9_.-]+-\d+$")
-_NESTED_DIRS = {"trajs", "trajectories", "logs", "results", "reports", "preds"}
+# eval_outputs: OpenHands' eval_infer.sh moves the harness's logs/run_evaluation/<run_id>/<model>/ into the
+# run folder as <run>/eval_outputs/ (evaluation/benchmarks/swe_bench/scripts/eval_infer.sh).
+_NESTED_DIRS = {"trajs", "trajectories", "logs", "results", "reports", "preds", "eval_outputs"}
 _SWE_AGENT_RUN = re.compile(r"__t-[\d.]+__p-[\d.]+__c-[\d.]+__install-\d+$")
 _EVALUATED_NODE = re.compile(r"^node_(\d+)$")
 
@@ -298,8 +300,9 @@ def run_dir_of(path: Path) -> Path:
 
     ``<run>/<instance_id>/<instance_id>.traj.json`` (mini-swe-agent, SWE-agent 1.x) and ``<run>/trajs/x.traj``
     belong to ``<run>``, and so does a file of an instance folder inside such a nested folder: a leaderboard
-    submission's ``<run>/logs/<instance_id>/report.json`` (the SWE-bench ``experiments`` layout) and moatless
-    2025's ``<evaluation>/trajs/<instance_id>/trajectory.json``. A per-leaf report
+    submission's ``<run>/logs/<instance_id>/report.json`` (the SWE-bench ``experiments`` layout), an OpenHands
+    evaluation's ``<run>/eval_outputs/<instance_id>/report.json`` and moatless 2025's
+    ``<evaluation>/trajs/<instance_id>/trajectory.json``. A per-leaf report
     ``<instance>/evaluation/node_<id>/report.json`` belongs to the run of the ``<instance>/trajectory.json``
     it evaluates. The harness's own ``logs/run_evaluation/<run_id>/<model>/<instance_id>/report.json`` belongs
     to ``<model>`` (``<model>`` is no nested folder name). Anything else belongs to its own directory.
@@ -307,6 +310,8 @@ def run_dir_of(path: Path) -> Path:
     Examples:
         >>> run_dir_of(Path("lite/20240402_sweagent_gpt4/logs/django__django-11099/report.json")).as_posix()
         'lite/20240402_sweagent_gpt4'
+        >>> run_dir_of(Path("gpt-4o_maxiter_50_N_v0.35.0/eval_outputs/django__django-11099/report.json")).name
+        'gpt-4o_maxiter_50_N_v0.35.0'
         >>> run_dir_of(Path("eval/trajs/django__django-11099/evaluation/node_6/report.json")).as_posix()
         'eval'
         >>> run_dir_of(Path("eval/trajs/django__django-11099/trajectory.json")).as_posix()
