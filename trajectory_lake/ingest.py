@@ -38,10 +38,12 @@ import polars as pl
 import pyarrow as pa
 
 from trajectory_lake._hashing import stable_id
+from trajectory_lake._json import loads
+from trajectory_lake._secrets import without_secrets
 from trajectory_lake.adapters import Adapter, RunGroup, SourceFile, detect, run_dir_of
 from trajectory_lake.exceptions import SchemaMismatchError
 from trajectory_lake.lake import Lake, StagedAppend, conform
-from trajectory_lake.records import Bundle, Quarantined, Skipped
+from trajectory_lake.records import Bundle, Quarantined, Skipped, json_or_none
 from trajectory_lake.schema import KEYS
 
 __all__ = ["DATA_SUFFIXES", "IngestReport", "TableCounts", "discover", "ingest"]
@@ -230,6 +232,7 @@ def ingest(
     with tempfile.TemporaryDirectory(prefix="harvest-ingest-") as staging_dir:
         writer = _Writer(lake, report, Path(staging_dir), max_raw_bytes, commit_bytes)
         groups = _group(files, report, writer)
+        _read_submissions(groups, report, writer)
         # Every (file, adapter) of every group, richest formats first: the first description of an
         # entity wins, so a full trajectory beats a bare prediction and a dataset's task row beats a
         # prompt recovered from a trajectory.
@@ -280,7 +283,7 @@ def _read_member(
     """
     matched = set(group.matched)
     try:
-        items = list(adapter.read(source, group))
+        items = list(_with_submission(adapter.read(source, group), group))
     except Exception as exc:  # noqa: BLE001 - quarantined with the reason, the other files go on
         items, group.matched = [_read_failure(source, adapter, exc, kept=0)], matched
     source.release()
@@ -390,7 +393,7 @@ def _read_lazily(
     batch: list[Item] = []
     kept = 0
     try:
-        for item in adapter.read(source, group):
+        for item in _with_submission(adapter.read(source, group), group):
             batch.append(item)
             if len(batch) >= _LAZY_BATCH:
                 kept += len(batch)
@@ -537,6 +540,55 @@ def _group(
         source.release()
         members.append((source, adapter))
     return list(groups.values())
+
+
+def _read_submissions(
+    groups: list[tuple[RunGroup, list[tuple[SourceFile, Adapter]]]], report: IngestReport, writer: _Writer
+) -> None:
+    """Read the file that describes each group's run as a whole, when a format of the group names one
+    (:attr:`Adapter.submission_file`: a SWE-bench leaderboard submission's ``metadata.yaml``), into
+    ``group.submission``; one that cannot be read is quarantined. Such a file is no data file, so a
+    directory's walk lists it as skipped: it is listed as ignored instead, with what became of it.
+    """
+    skipped = {Path(path).resolve(): path for path in report.skipped}
+    for group, members in groups:
+        adapter = next((a for _, a in members if a.submission_file), None)
+        name = adapter.submission_file if adapter is not None else None
+        if adapter is None or name is None or not (path := group.key / name).is_file():
+            continue
+        source = SourceFile(path=path)
+        try:
+            group.submission = adapter.read_submission(source)
+        except ValueError as exc:
+            writer.quarantine(source, adapter.name, Quarantined(
+                table="runs", locator="$", error=f"{adapter.name}: {path.name}: {exc}",
+                raw=source.head(writer.max_raw_bytes + 1), size=source.size))
+            report.sources[source.uri] = "quarantined"
+        else:
+            report.sources[source.uri] = adapter.name
+            report.ignored[str(path)] = (f"{adapter.name}: what the run says of itself, kept as the config "
+                                         f"'submission' of run {group.run_name!r}")
+        if path.resolve() in skipped:
+            report.skipped.remove(skipped[path.resolve()])
+        source.release()
+
+
+def _with_submission(items: Iterable[Item], group: RunGroup) -> Iterator[Item]:
+    """``items`` with ``group.submission`` in the config of the run the group is: the ``runs`` rows named
+    after the group (a run a record names itself, as a labelled set's ``system``, is another run).
+
+    An adapter's own config of the run stays as it was, beside ``submission``.
+    """
+    for item in items:
+        if group.submission is not None and isinstance(item, Bundle):
+            for row in item.rows.get("runs", ()):
+                if row.get("name") == group.run_name:
+                    config = loads(row["config"]) if row.get("config") else {}
+                    if not isinstance(config, dict):
+                        config = {"config": config}
+                    config.setdefault("submission", group.submission)
+                    row["config"] = json_or_none(without_secrets(config))
+        yield item
 
 
 Pending = list[tuple[SourceFile, Adapter, Bundle | _Packed]]

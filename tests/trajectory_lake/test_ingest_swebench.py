@@ -475,3 +475,92 @@ class TestLeaderboardSubmissionLogs:
         names = sorted(Path(p).name for p in report.skipped)
         assert names == sorted(["patch.diff", "test_output.txt"] * len(lines))
         assert report.total("quarantined") == 0
+
+
+# The two shapes SWE-bench's experiments repository publishes (keys as in its checklist; values made up).
+_METADATA_2025 = """\
+assets:
+  logs: s3://swe-bench-experiments/lite/20240609_moatless_gpt4o/logs
+info:
+  name: Moatless Tools + GPT-4o
+  logo: https://example.org/logo.png
+  site: https://github.com/aorwall/moatless-tools
+  report: https://example.org/report
+tags:
+  checked: false
+  model:
+    - gpt-4o-2024-05-13
+  org:
+    - Moatless
+  os_model: false
+  os_system: true
+  system:
+    attempts: "1"
+"""
+_METADATA_2024 = (
+    "name: Moatless Tools\noss: true\nsite: https://github.com/aorwall/moatless-tools\nverified: false\n"
+)
+
+
+class TestLeaderboardSubmissionMetadata:
+    """A submission's ``metadata.yaml`` (no data file: it was only listed as skipped) is kept whole as the
+    config ``submission`` of the run the folder is, whichever of its files describes the run."""
+
+    @pytest.fixture
+    def lines(self, lite_dir: Path) -> list[dict[str, Any]]:
+        return read_jsonl(lite_dir / "candidates" / "20240609_moatless_gpt4o.jsonl")[:3]
+
+    @pytest.mark.parametrize("text", [_METADATA_2025, _METADATA_2024], ids=["2025", "2024"])
+    def test_the_metadata_is_the_runs_config_submission(self, lines, tmp_path, text):
+        import yaml
+
+        run = _submission(tmp_path, lines)
+        (run / "metadata.yaml").write_text(text, encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run], lake)
+        ((name, config),) = lake.read("runs").select("name", "config").rows()
+        assert name == run.name
+        assert json.loads(config) == {"submission": yaml.safe_load(text)}
+        path = str(run / "metadata.yaml")
+        assert path not in report.skipped
+        assert report.ignored[path].startswith("swebench-predictions: what the run says of itself")
+        assert report.sources[(run / "metadata.yaml").resolve().as_uri()] == "swebench-predictions"
+        assert unreconciled(report) == {}
+
+    def test_a_trajectorys_own_config_stays_beside_the_submission(self, lines, shared_data, tmp_path):
+        name = "sweagent_v1_demo_function_calling_marshmallow-1867.traj"
+        traj = shared_data / "formats" / "swe-agent-traj" / name
+
+        def configs(run: Path) -> dict[str | None, dict[str, Any]]:
+            """The config of each run (by model) of the submission with the trajectory in its trajs/."""
+            (run / "trajs").mkdir()
+            (run / "trajs" / "marshmallow-code__marshmallow-1867.traj").write_bytes(traj.read_bytes())
+            lake = Lake(run.parent / "lake")
+            ingest([run], lake)
+            runs = lake.read("runs")
+            assert set(runs["name"]) == {run.name}
+            return {model: json.loads(config or "{}")
+                    for model, config in runs.select("model", "config").rows()}
+
+        alone = configs(_submission(tmp_path / "without", lines))
+        run = _submission(tmp_path / "with", lines)
+        (run / "metadata.yaml").write_text(_METADATA_2024, encoding="utf-8")
+        # The predictions and the trajectory are one run (same model), whose row the trajectory gives:
+        # its agent's config, to which the submission's is added
+        assert list(alone) == ["gpt-4o"] and alone["gpt-4o"] and "submission" not in alone["gpt-4o"]
+        submission = {"name": "Moatless Tools", "oss": True, "site": "https://github.com/aorwall/moatless-tools",
+                      "verified": False}
+        assert configs(run) == {model: {**c, "submission": submission} for model, c in alone.items()}
+
+    @pytest.mark.parametrize("text", ["name: [unclosed\n", "- a list\n- not a mapping\n"])
+    def test_metadata_that_is_no_mapping_is_quarantined_and_the_run_goes_in(self, lines, tmp_path, text):
+        run = _submission(tmp_path, lines)
+        (run / "metadata.yaml").write_text(text, encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run], lake)
+        (row,) = lake.read("quarantine").to_dicts()
+        assert (row["table"], row["locator"], row["raw"]) == ("runs", "$", text.encode())
+        assert row["error"].startswith("swebench-predictions: metadata.yaml: ")
+        assert lake.read("runs")["config"].to_list() == [None]
+        assert lake.read("candidates").height == len(lines)
+        assert unreconciled(report) == {}

@@ -239,12 +239,16 @@ class RunGroup:
         key: the run directory.
         labels: outcomes by instance id, gathered from the group's report files.
         run_hints: harness / model / version seen in the group's files, used to name the run.
+        submission: what a file beside the group that describes the run as a whole says (a leaderboard
+            submission's ``metadata.yaml``, see :attr:`Adapter.submission_file`), kept in the config of
+            the run named after the group as ``submission``.
     """
 
     key: Path
     labels: Labels = field(default_factory=dict)
     run_hints: dict[str, str] = field(default_factory=dict)
     matched: set[str] = field(default_factory=set)
+    submission: dict[str, Any] | None = None
 
     @property
     def run_name(self) -> str:
@@ -372,6 +376,10 @@ class Adapter(ABC):
     # Whether each line of a JSONL source is read on its own (no state spans lines), so a large file may
     # be read in line-aligned parts, in parallel and without ever holding it whole.
     splittable: ClassVar[bool] = False
+    # The name of a file in the run directory that describes a run of this format as a whole (not data:
+    # ``discover`` does not pick it), read by :meth:`read_submission` once per run group that has a file
+    # of this format, and kept as the run's config ``submission``.
+    submission_file: ClassVar[str | None] = None
 
     @classmethod
     @abstractmethod
@@ -390,6 +398,14 @@ class Adapter(ABC):
         """The records of ``source`` (or one :class:`Skipped` when the file holds nothing of its own to
         ingest)."""
         return iter(())
+
+    def read_submission(self, source: SourceFile) -> dict[str, Any]:
+        """What the run's ``submission_file`` says (only adapters that name one are asked).
+
+        Raises:
+            ValueError: the file cannot be read as what it should be (it is quarantined with this reason).
+        """
+        raise NotImplementedError(f"{self.name} names no submission file")
 
     def quarantine(self, locator: str, error: str, raw: bytes | str) -> Quarantined:
         """A quarantine marker attributed to this adapter's table."""

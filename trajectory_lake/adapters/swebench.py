@@ -9,7 +9,13 @@ Formats (from the SWE-bench harness and the published leaderboard submissions):
   ``system`` and ``resolved`` to each line;
 * **reports** (labels only) — the per-instance ``report.json`` ``{iid: {resolved, tests_status}}``,
   the run summary ``{resolved_ids, unresolved_ids, ...}`` and the older ``results.json``
-  ``{resolved: [...], applied: [...], ...}``.
+  ``{resolved: [...], applied: [...], ...}``;
+* **submission metadata** — a leaderboard submission (``evaluation/<split>/<run>/`` in SWE-bench's
+  ``experiments`` repository) describes itself in ``metadata.yaml``: the older flat keys ``name``, ``oss``,
+  ``site``, ``verified`` (and ``org_logo``), or, since 2025, ``info`` (``name``, ``logo``, ``site``,
+  ``report``, ``authors``), ``tags`` (``checked``, ``model``, ``org``, ``os_model``, ``os_system``,
+  ``system: {attempts}``) and ``assets``. It is read beside the run's predictions or reports and kept
+  whole, as JSON, in the run's config as ``submission``; one that is not a YAML mapping is quarantined.
 
 Each prediction becomes a trajectory (no steps unless a trajectory file of the same run adds them),
 its patch a ``patch`` candidate, and its verdict a ``resolved`` outcome.
@@ -23,6 +29,8 @@ from abc import abstractmethod
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
+
+import yaml
 
 from trajectory_lake._json import loads
 from trajectory_lake.adapters._base import (
@@ -45,7 +53,13 @@ from trajectory_lake.records import (
     task_id_for,
 )
 
-__all__ = ["SweBenchPredictions", "SweBenchReport", "SweBenchTasks", "infer_benchmark"]
+__all__ = [
+    "SweBenchPredictions",
+    "SweBenchReport",
+    "SweBenchTasks",
+    "infer_benchmark",
+    "read_submission_metadata",
+]
 
 FAMILY = "swe-bench"
 _TASK_COLUMNS = ("instance_id", "repo", "base_commit", "problem_statement", "patch")
@@ -62,6 +76,8 @@ _TASK_FIELDS = (
     "PASS_TO_PASS",
     "environment_setup_commit",
 )
+# A leaderboard submission's description of itself, beside its predictions (SWE-bench experiments).
+SUBMISSION_METADATA = "metadata.yaml"
 _BENCHMARK_RE = re.compile(r"swe[-_ ]?bench[-_ ]?(lite|verified|multimodal|full|extra|java|multilingual|live)")
 
 
@@ -114,6 +130,35 @@ def _is_record(document: dict[str, Any]) -> bool:
 
 def _raw(value: Any) -> bytes:  # noqa: ANN401 - any JSON value
     return json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
+
+
+def read_submission_metadata(source: SourceFile) -> dict[str, Any]:
+    r"""A leaderboard submission's ``metadata.yaml``, as JSON values (a YAML date becomes its ISO text).
+
+    Raises:
+        ValueError: it is not UTF-8 YAML, not a mapping, or holds keys JSON cannot (a date as a key).
+
+    Examples:
+        >>> import pathlib, tempfile
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "metadata.yaml"
+        >>> _ = path.write_text("info:\n  name: SWE-agent\ntags:\n  os_system: true\n")
+        >>> read_submission_metadata(SourceFile(path))
+        {'info': {'name': 'SWE-agent'}, 'tags': {'os_system': True}}
+    """
+    try:
+        document = yaml.safe_load(source.text)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ValueError(f"invalid YAML: {' '.join(str(exc).split())}") from exc
+    except RecursionError as exc:
+        raise ValueError("invalid YAML: nested too deeply") from exc
+    if not isinstance(document, dict):
+        raise ValueError(f"expected a YAML mapping, got {type(document).__name__}")
+    try:
+        return json.loads(json.dumps(document, default=str, ensure_ascii=False))
+    except (TypeError, ValueError) as exc:  # a key JSON cannot hold, a cycle of YAML anchors
+        raise ValueError(f"not representable as JSON: {exc}") from exc
 
 
 def _first_lines(source: SourceFile, limit: int = 5) -> list[Any]:
@@ -257,6 +302,10 @@ class SweBenchPredictions(_RecordAdapter):
 
     name: ClassVar[str] = "swebench-predictions"
     rank: ClassVar[int] = 0
+    submission_file: ClassVar[str | None] = SUBMISSION_METADATA
+
+    def read_submission(self, source: SourceFile) -> dict[str, Any]:
+        return read_submission_metadata(source)
 
     @classmethod
     def sniff(cls, source: SourceFile) -> bool:
@@ -332,6 +381,7 @@ class SweBenchReport(Adapter):
 
     name: ClassVar[str] = "swebench-report"
     table: ClassVar[str] = "outcomes"
+    submission_file: ClassVar[str | None] = SUBMISSION_METADATA
     _SUMMARY_KEYS = ("resolved_ids", "unresolved_ids", "completed_ids", "submitted_ids")
     _RESULTS_KEYS = ("resolved", "applied", "generated", "no_generation", "no_apply", "with_logs")
     # What grading.get_eval_report writes for each instance beside ``resolved``: an entry that lost its
@@ -360,6 +410,9 @@ class SweBenchReport(Adapter):
         if not isinstance(value, dict) or "model_patch" in value:
             return False
         return "resolved" in value or sum(key in value for key in cls._ENTRY_KEYS) >= 2
+
+    def read_submission(self, source: SourceFile) -> dict[str, Any]:
+        return read_submission_metadata(source)
 
     def labels(self, source: SourceFile) -> Iterator[tuple[str, dict[str, float]] | Quarantined]:
         document = source.document
