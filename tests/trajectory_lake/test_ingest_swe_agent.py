@@ -18,6 +18,7 @@ from typing import Any
 
 import polars as pl
 import pytest
+import yaml
 
 from tests.trajectory_lake._helpers import table_state, unreconciled
 from trajectory_lake import IngestReport, Lake, ingest
@@ -438,3 +439,296 @@ class TestSweAgentIdempotenceAndDetection:
         path = swe_dir / name
         adapter = detect(SourceFile(path=path, data=path.read_bytes()))
         assert adapter is not None and adapter.name == "swe-agent"
+
+
+# --------------------------------------------------------------------------------------------------
+# A RetryAgent run directory as `sweagent run-batch` writes it (sweagent/run/run_batch.py, RetryAgent in
+# sweagent/agent/agents.py): <run>/run_batch.config.yaml, <run>/<iid>/<iid>.traj (the attempts, the chosen
+# one merged on top), <iid>/attempt_<i>/<iid>.traj (each attempt's own file), <iid>/<iid>.config.yaml (the
+# RunSingleConfig, as yaml.dump of its JSON text), <iid>/<iid>.pred and .patch. The attempts' replay_config
+# is null: the batch hands its config to the RetryAgent, not to the attempt's agent.
+# --------------------------------------------------------------------------------------------------
+
+IID = "marshmallow-code__marshmallow-1867"
+CLAUDE = "claude-3-7-sonnet-20250219"
+RETRY_AGENT = {
+    "name": IID,  # run-batch names the agent after the instance
+    "type": "retry",
+    "agent_configs": [
+        {"name": "main", "type": "default", "model": {"name": CLAUDE, "per_instance_cost_limit": 2.0}}
+    ],
+    "retry_loop": {"type": "score", "max_attempts": 2, "accept_score": 8.0, "cost_limit": 4.0},
+}
+
+
+def _yaml_config(path: Path, config: dict[str, Any]) -> None:
+    """A config file as SWE-agent writes one: ``yaml.dump(config.model_dump_json(), indent=2)``."""
+    path.write_text(yaml.dump(json.dumps(config), indent=2), encoding="utf-8")
+
+
+def _attempt(trajs: dict[str, dict[str, Any]], **info: Any) -> dict[str, Any]:
+    """One attempt's data (``DefaultAgent.get_trajectory_data``) from the real function-calling trajectory."""
+    data = json.loads(json.dumps(trajs[V1_FC]))
+    data["replay_config"] = None
+    data["info"].update(info)
+    return data
+
+
+def _attempts(trajs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Two finished attempts: an autosubmission after the cost limit, then a submission; both reviewed."""
+    first = _attempt(
+        trajs,
+        exit_status="submitted (exit_cost)",
+        submission="diff --git a/src/x.py b/src/x.py\n--- a/src/x.py\n+++ b/src/x.py\n@@ -1 +1 @@\n-a\n+b\n",
+        model_stats={"instance_cost": 0.5, "tokens_sent": 1000, "tokens_received": 200, "api_calls": 5},
+        review={"accept": 3.0, "outputs": ["... 3"], "messages": []},
+    )
+    second = _attempt(
+        trajs,
+        model_stats={"instance_cost": 1.25, "tokens_sent": 4000, "tokens_received": 300, "api_calls": 11},
+        review={"accept": 7.5, "outputs": ["... 7.5"], "messages": []},
+    )
+    return [first, second]
+
+
+def _retry_run(
+    root: Path, trajs: dict[str, dict[str, Any]], *, finished: int = 2, chosen: bool = True
+) -> Path:
+    """A run-batch output directory of one RetryAgent instance: ``finished`` attempts in the RetryAgent file
+    (chosen among, or not yet), and an attempt_<i>/ file for each of the two attempts."""
+    run = root / "retry__unknown___swe_bench_lite_dev"
+    (run / IID / "attempt_0").mkdir(parents=True)
+    (run / IID / "attempt_1").mkdir()
+    _yaml_config(run / "run_batch.config.yaml", {"instances": {"type": "swe_bench"}, "agent": RETRY_AGENT})
+    problem = trajs[V1_FC]["replay_config"]["problem_statement"]
+    _yaml_config(run / IID / f"{IID}.config.yaml", {"agent": RETRY_AGENT, "problem_statement": problem})
+    attempts = _attempts(trajs)
+    document: dict[str, Any] = {"attempts": attempts[:finished]}
+    if chosen:  # RetryAgent.get_trajectory_data(choose=True)
+        document |= json.loads(json.dumps(attempts[1]))
+        document["info"] |= {
+            "best_attempt_idx": 1,
+            "rloop_model_stats": {
+                "instance_cost": 0.25,
+                "tokens_sent": 900,
+                "tokens_received": 20,
+                "api_calls": 2,
+            },
+            "model_stats": {
+                "instance_cost": 2.0,
+                "tokens_sent": 5900,
+                "tokens_received": 520,
+                "api_calls": 18,
+            },
+        }
+    (run / IID / f"{IID}.traj").write_text(json.dumps(document, indent=2), encoding="utf-8")
+    for i, attempt in enumerate(attempts):
+        (run / IID / f"attempt_{i}" / f"{IID}.traj").write_text(
+            json.dumps(attempt, indent=2), encoding="utf-8"
+        )
+    prediction = {
+        "model_name_or_path": run.name,
+        "instance_id": IID,
+        "model_patch": attempts[1]["info"]["submission"],
+    }
+    (run / IID / f"{IID}.pred").write_text(json.dumps(prediction), encoding="utf-8")
+    (run / IID / f"{IID}.patch").write_text(attempts[1]["info"]["submission"], encoding="utf-8")
+    (run / "report.json").write_text(json.dumps({IID: {"resolved": True}}), encoding="utf-8")
+    return run
+
+
+@pytest.fixture(scope="module")
+def retry_run(trajs, tmp_path_factory):
+    """The RetryAgent run directory, ingested once."""
+    run = _retry_run(tmp_path_factory.mktemp("retry-run"), trajs)
+    lake = Lake(run.parent / "lake")
+    return run, lake, ingest([run], lake)
+
+
+def _by_position(lake: Lake) -> dict[int, dict[str, Any]]:
+    return {_extra(r)["attempt_position"]: r for r in lake.read("trajectories").iter_rows(named=True)}
+
+
+def _attempt_id(run_name: str, model: str | None, attempt: int) -> str:
+    """The trajectory id of the rollout ``attempt`` of MARSHMALLOW in that run (0: the chosen attempt)."""
+    run = make_run(name=run_name, harness="swe-agent", model=model)
+    return make_trajectory(
+        run=run,
+        task_id=MARSHMALLOW,
+        domain="swe",
+        source_format="",
+        source_uri=None,
+        source_sha256=None,
+        attempt=attempt,
+    )["trajectory_id"]
+
+
+class TestSweAgentRetryRunDirectory:
+    def test_each_attempt_is_read_once_from_the_retry_file_and_its_own_files_are_skipped(self, retry_run):
+        _, lake, report = retry_run
+        rows = _by_position(lake)
+        assert sorted(rows) == [0, 1]
+        assert {Path(r["source_uri"]).name for r in rows.values()} == {f"{IID}.traj"}
+        assert all("/attempt_" not in r["source_uri"] for r in rows.values())
+        ignored = {Path(path).parent.name: reason for path, reason in report.ignored.items()}
+        assert ignored == {
+            "attempt_0": f"swe-agent: attempt 0 of the RetryAgent trajectory ../{IID}.traj, read from there "
+            "as its attempts[0]",
+            "attempt_1": f"swe-agent: attempt 1 of the RetryAgent trajectory ../{IID}.traj, read from there "
+            "as its attempts[1]",
+        }
+        assert report.total("quarantined") == 0
+        assert unreconciled(report) == {}
+
+    def test_the_chosen_attempt_is_attempt_zero_and_the_other_is_recognisably_not_chosen(self, retry_run):
+        run, lake, _ = retry_run
+        rows = _by_position(lake)
+        assert (_extra(rows[1])["chosen"], _extra(rows[0])["chosen"]) == (True, False)
+        assert rows[1]["trajectory_id"] == _attempt_id(run.name, CLAUDE, 0)  # what preds.json describes
+        assert rows[0]["trajectory_id"] == _attempt_id(run.name, CLAUDE, 1)
+        assert _extra(rows[1])["retry_info"]["best_attempt_idx"] == 1
+        assert "retry_info" not in _extra(rows[0])
+
+    def test_each_attempt_keeps_its_own_exit_status_cost_and_tokens(self, retry_run):
+        _, lake, _ = retry_run
+        rows = _by_position(lake)
+        assert (rows[0]["exit_status"], rows[0]["cost_usd"], rows[0]["tokens"]) == (
+            "submitted (exit_cost)",
+            0.5,
+            200,
+        )
+        assert (rows[1]["exit_status"], rows[1]["cost_usd"], rows[1]["tokens"]) == ("submitted", 1.25, 300)
+        # the file's totals (every attempt and the reviews) stay with the chosen attempt
+        retry_info = _extra(rows[1])["retry_info"]
+        assert retry_info["model_stats"]["instance_cost"] == 2.0
+        assert retry_info["rloop_model_stats"]["instance_cost"] == 0.25
+        assert _extra(rows[0])["info"]["model_stats"]["tokens_sent"] == 1000
+
+    def test_the_model_and_config_come_from_the_config_file_beside_the_trajectory(self, retry_run, trajs):
+        run, lake, _ = retry_run
+        (run_row,) = lake.read("runs").to_dicts()
+        assert (run_row["name"], run_row["model"], run_row["harness"]) == (run.name, CLAUDE, "swe-agent")
+        config = json.loads(run_row["config"])
+        assert config["type"] == "retry"
+        assert config["agent_configs"][0]["model"]["name"] == CLAUDE
+        assert "name" not in config  # the instance's id, set per instance by run-batch
+        for row in lake.read("trajectories").iter_rows(named=True):
+            assert _extra(row)["read_beside"] == {"replay_config": f"{IID}.config.yaml"}
+            assert (row["run_id"], row["model"], row["source_format"]) == (
+                run_row["run_id"],
+                CLAUDE,
+                "swe-agent:v1",
+            )
+        (task,) = lake.read("tasks").to_dicts()
+        assert task["prompt"] == trajs[V1_FC]["replay_config"]["problem_statement"]["text"]
+
+    def test_every_attempt_has_its_steps_and_tool_calls(self, retry_run, trajs):
+        _, lake, _ = retry_run
+        for row in _by_position(lake).values():
+            steps = (
+                lake.read("steps").filter(pl.col("trajectory_id") == row["trajectory_id"]).sort("step_index")
+            )
+            assert row["n_steps"] == steps.height == len(trajs[V1_FC]["history"]) == 24
+            (call,) = steps.row(2, named=True)["tool_calls"]
+            assert call == {
+                "id": "call_cyI71DYnRdoLHWwtZgIaW2wr",
+                "name": "create",
+                "arguments": '{"filename":"reproduce.py"}',
+            }
+
+    def test_the_report_labels_the_chosen_patch_and_the_reviewer_scores_every_attempt(self, retry_run):
+        _, lake, _ = retry_run
+        rows = _by_position(lake)
+        outcomes = lake.read("outcomes").join(
+            lake.read("candidates").select("candidate_id", "kind", "content"), on="candidate_id"
+        )
+        by_trajectory: dict[int, dict[str, tuple[float, str, str]]] = {}
+        for row in outcomes.iter_rows(named=True):
+            (position,) = [p for p, t in rows.items() if t["trajectory_id"] == row["trajectory_id"]]
+            by_trajectory.setdefault(position, {})[row["name"]] = (
+                row["value"],
+                row["source"],
+                row["evaluator"],
+            )
+        assert by_trajectory == {
+            0: {"judge_score": (3.0, "judge", "swe-agent-reviewer")},
+            1: {
+                "judge_score": (7.5, "judge", "swe-agent-reviewer"),
+                "resolved": (1.0, "harness", "swe-bench"),
+            },
+        }
+        patches = {r["trajectory_id"]: r["content"] for r in lake.read("candidates").iter_rows(named=True)}
+        assert patches[rows[0]["trajectory_id"]].startswith("diff --git a/src/x.py b/src/x.py")
+        assert "src/marshmallow/fields.py" in patches[rows[1]["trajectory_id"]]
+
+    def test_reingesting_the_run_directory_adds_nothing(self, retry_run):
+        run, lake, _ = retry_run
+        before = table_state(lake)
+        again = ingest([run], lake)
+        assert table_state(lake) == before
+        assert again.total("written") == 0
+
+
+class TestSweAgentRetryRunInterrupted:
+    def test_a_retry_file_saved_before_any_attempt_ended_is_skipped_not_quarantined(self, tmp_path):
+        path = tmp_path / "run" / IID / f"{IID}.traj"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({"attempts": []}, indent=2), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([tmp_path / "run"], lake)
+        assert report.sources == {path.resolve().as_uri(): "swe-agent"}
+        assert report.ignored == {
+            str(
+                path.resolve()
+            ): "swe-agent: a RetryAgent trajectory saved before its first attempt ended: no "
+            "attempt to read yet"
+        }
+        assert report.total("quarantined") == 0
+        assert lake.read("trajectories").height == 0
+
+    def test_attempts_saved_before_the_run_chose_are_all_unchosen_and_unlabelled(self, trajs, tmp_path):
+        run = _retry_run(tmp_path, trajs, chosen=False)
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run], lake)
+        rows = _by_position(lake)
+        assert sorted(rows) == [0, 1]
+        assert [_extra(r)["chosen"] for _, r in sorted(rows.items())] == [False, False]
+        assert [r["trajectory_id"] for _, r in sorted(rows.items())] == [
+            _attempt_id(run.name, CLAUDE, 1),
+            _attempt_id(run.name, CLAUDE, 2),
+        ]
+        assert "resolved" not in lake.read("outcomes")["name"].to_list()
+        assert report.total("quarantined") == 0
+
+    def test_an_attempt_file_its_retry_file_does_not_hold_is_read_as_that_unchosen_attempt(
+        self, trajs, tmp_path
+    ):
+        # the run stopped during attempt 1: the RetryAgent file holds attempt 0 only
+        run = _retry_run(tmp_path, trajs, finished=1, chosen=False)
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run], lake)
+        rows = _by_position(lake)
+        assert sorted(rows) == [0, 1]
+        assert Path(rows[0]["source_uri"]).parent.name == IID
+        assert Path(rows[1]["source_uri"]).parent.name == "attempt_1"
+        assert (_extra(rows[1])["chosen"], rows[1]["exit_status"]) == (False, "submitted")
+        assert rows[1]["trajectory_id"] == _attempt_id(run.name, CLAUDE, 2)
+        (run_row,) = lake.read("runs").to_dicts()  # the attempt file belongs to the run directory's run
+        assert (run_row["name"], run_row["model"]) == (run.name, CLAUDE)
+        assert [Path(p).parent.name for p in report.ignored] == ["attempt_0"]
+        assert "resolved" not in lake.read("outcomes")["name"].to_list()
+
+    def test_the_run_batch_config_gives_the_model_when_the_instance_has_no_config(self, trajs, tmp_path):
+        run = tmp_path / "default__gpt-4o-mini___swe_bench_lite_dev"
+        (run / IID).mkdir(parents=True)
+        document = json.loads(json.dumps(trajs[V1_FC]))
+        document["replay_config"] = None
+        (run / IID / f"{IID}.traj").write_text(json.dumps(document), encoding="utf-8")
+        agent = {"name": "main", "type": "default", "model": {"name": "gpt-4o-mini"}}
+        _yaml_config(run / "run_batch.config.yaml", {"instances": {"type": "swe_bench"}, "agent": agent})
+        lake = Lake(tmp_path / "lake")
+        ingest([run], lake)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert trajectory["model"] == "gpt-4o-mini"
+        assert _extra(trajectory)["read_beside"] == {"agent": "run_batch.config.yaml"}
+        assert json.loads(lake.read("runs")["config"][0]) == agent  # "main" is no instance id: kept

@@ -12,14 +12,21 @@ Documented structure (SWE-agent ``docs/usage/trajectories.md``, ``sweagent/types
      "replay_config"?: <RunSingleConfig, a JSON object or its JSON text>,
      "environment": "<env name>"}
 
-A ``RetryAgent`` file adds ``"attempts": [<one such object per attempt>]`` with the chosen attempt
-merged on top and ``info.best_attempt_idx`` naming it.
+A ``RetryAgent`` file is ``{"attempts": [<one such object per finished attempt>]}`` while it runs (saved
+after every step, so ``{"attempts": []}`` until the first attempt ends); at the end the chosen attempt is
+merged on top, with ``info.best_attempt_idx`` naming it, ``info.model_stats`` the total of all attempts and
+the reviews, ``info.rloop_model_stats`` the reviewer's or chooser's share and ``info.chooser`` the chooser's
+answer. Each attempt is also saved on its own as ``<output_dir>/attempt_<i>/<instance_id>.traj``; its
+``replay_config`` is null (the batch gives its config to the RetryAgent, not to the attempt's agent).
 
 Mapping:
 
 * one trajectory per attempt; the chosen (submitted) attempt is ``attempt=0`` so a ``preds.json`` of
   the same run describes the same rollout, the others are ``attempt = 1 + position`` and carry
-  ``"chosen": false`` in ``extra``;
+  ``"chosen": false`` in ``extra`` (no attempt is chosen in a file saved before the run chose). The
+  attempt's own ``info`` gives its cost and tokens; the file's totals are kept in ``extra.retry_info``. An
+  ``attempt_<i>/`` file that its RetryAgent file holds is skipped; one it does not hold (the run stopped
+  first) is read as attempt ``1 + i`` of the run directory's run;
 * one step per ``history`` message (the conversation the model saw, demonstrations included and
   flagged ``extra.is_demo``); text-mode actions become a ``bash`` tool call with the command, as SWE-agent
   runs every action in its shell session; ``thinking_blocks`` become ``reasoning``;
@@ -31,26 +38,41 @@ Mapping:
 * without a ``history`` the steps are rebuilt from ``trajectory`` (an assistant step and an observation
   step per entry);
 * ``info.submission`` is the ``patch`` candidate (an object submission is an ``answer``), labelled by the
-  run's SWE-bench reports; ``model_stats`` gives ``cost_usd`` and ``tokens`` (tokens received).
+  run's SWE-bench reports (the chosen attempt only: the reports grade what ``preds.json`` holds); a
+  reviewer's ``info.review.accept`` is a ``judge_score`` outcome of the attempt's candidate;
+  ``model_stats`` gives ``cost_usd`` and ``tokens`` (tokens received), the rest of ``info`` stays in
+  ``extra.info``.
 
 The instance id comes from ``replay_config.problem_statement.id``, else the file stem (the documented
 name is ``<instance_id>.traj``), else, for renamed files, the container's working directory
 (``/<owner>__<repo>``) joined with the ``<repo>-<number>`` the stem ends with. The model comes from
-``replay_config.agent.model.name``, else from a 0.x run directory name
-(``<model>__<data>__<config>__t-…__p-…__c-…__install-…``); a file that names no model does not borrow
-one from another file of its directory.
+``replay_config.agent.model.name`` (a RetryAgent config's first ``agent_configs`` entry), else from a 0.x
+run directory name (``<model>__<data>__<config>__t-…__p-…__c-…__install-…``); a file that names no model
+does not borrow one from another file of its directory.
+
+Files SWE-agent writes beside a trajectory fill in what the trajectory lacks, and are never ingested on
+their own (they are YAML): ``<instance_id>.config.yaml`` (``run-batch``) or ``config.yaml`` (``run``), the
+instance's RunSingleConfig, stands in for a missing ``replay_config`` (RetryAgent files have none); the
+run directory's ``run_batch.config.yaml`` gives the agent config when neither does. ``extra.read_beside``
+names the files used. The run's config is the agent config without its ``name``, which ``run-batch`` sets
+to each instance's id (so that every trajectory of a run gives its run the same config).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator
-from pathlib import PurePosixPath
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
+import yaml
+
 from trajectory_lake._json import loads
-from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile
+from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile, run_dir_of
 from trajectory_lake.adapters._harness_common import (
     as_dict,
     as_list,
@@ -65,6 +87,7 @@ from trajectory_lake.adapters.swebench import infer_benchmark
 from trajectory_lake.records import (
     Bundle,
     Quarantined,
+    Skipped,
     make_candidate,
     make_outcome,
     make_run,
@@ -83,6 +106,10 @@ _RUN_NAME_0X = re.compile(r"^(?P<model>[^_].*?)__.+?__.+?__t-[\d.]+__p-[\d.]+__c
 _STEP_MARKERS = (b'"trajectory"', b'"observation"', b'"thought"')
 _MAPPED_HISTORY_KEYS = {"role", "content", "tool_calls", "tool_call_ids", "thinking_blocks"}
 _TRAJECTORY_STEP_KEYS = ("execution_time", "state", "extra_info")
+# A RetryAgent attempt's own copy: <output_dir>/attempt_<i>/<instance_id>.traj (RetryAgent._setup_agent).
+_ATTEMPT_DIR = re.compile(r"^attempt_(\d+)$")
+_BATCH_CONFIG = "run_batch.config.yaml"
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class SweAgentTrajectory(Adapter):
@@ -111,7 +138,7 @@ class SweAgentTrajectory(Adapter):
             # One well-formed attempt is enough: a damaged one is quarantined by read(), not a reason to
             # call the file unknown.
             return _is_attempt(document) or any(isinstance(a, dict) and _is_attempt(a) for a in attempts)
-        return _is_attempt(document)
+        return _is_attempt(document) or _is_unstarted_retry(source, document)
 
     def hints(self, source: SourceFile) -> dict[str, str]:
         try:
@@ -121,18 +148,36 @@ class SweAgentTrajectory(Adapter):
         if not isinstance(document, dict):
             return {}
         hints = {"harness": HARNESS}
-        info = document.get("info") if isinstance(document.get("info"), dict) else {}
+        attempts = document.get("attempts") if isinstance(document.get("attempts"), list) else []
+        info = next(
+            (
+                d["info"]
+                for d in (document, *attempts)
+                if isinstance(d, dict) and isinstance(d.get("info"), dict)
+            ),
+            {},
+        )
         if isinstance(info.get("swe_agent_version"), str):
             hints["harness_version"] = info["swe_agent_version"]
+        place = _Place.of(source.path, run_dir_of(source.path))
         try:
-            model = _model(_replay_config(document.get("replay_config")))
+            replay, _ = place.replay_config(_replay_config(document.get("replay_config")))
         except ValueError:
-            model = None
+            replay = {}
+        agent, _ = place.agent_config(replay)
+        model = _model(agent)
         if model:
             hints["model"] = model
         return hints
 
-    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
+    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined | Skipped]:
+        place = _Place.of(source.path, group.key)
+        if place.attempt is not None and _held_by_retry_file(source.path, place.attempt):
+            yield Skipped(
+                f"attempt {place.attempt} of the RetryAgent trajectory ../{source.path.name}, read "
+                f"from there as its attempts[{place.attempt}]"
+            )
+            return
         try:
             document = source.document
         except ValueError as exc:
@@ -141,16 +186,32 @@ class SweAgentTrajectory(Adapter):
         if not isinstance(document, dict):
             yield self.quarantine("$", f"expected a JSON object, got {type(document).__name__}", source.data)
             return
+        if document.get("attempts") == []:
+            yield Skipped(
+                "a RetryAgent trajectory saved before its first attempt ended: no attempt to read yet"
+            )
+            return
         if "attempts" not in document:
+            # An attempt_<i>/ file its RetryAgent file does not hold: an attempt the run never finished.
+            own = {} if place.attempt is None else {"attempt": place.attempt + 1, "chosen": False}
             try:
-                yield self._bundle(source, group, document, locator="$", attempt=0, context=document)
+                yield self._bundle(
+                    source,
+                    group,
+                    document,
+                    locator="$",
+                    context=document,
+                    place=place,
+                    position=place.attempt,
+                    **own,
+                )
             except (ValueError, TypeError, AttributeError) as exc:
                 yield self.quarantine("$", str(exc), source.data)
             return
-        yield from self._read_attempts(source, group, document)
+        yield from self._read_attempts(source, group, document, place)
 
     def _read_attempts(
-        self, source: SourceFile, group: RunGroup, document: dict[str, Any]
+        self, source: SourceFile, group: RunGroup, document: dict[str, Any], place: _Place
     ) -> Iterator[Bundle | Quarantined]:
         attempts = document["attempts"]
         info = document.get("info")
@@ -179,6 +240,7 @@ class SweAgentTrajectory(Adapter):
                     locator=locator,
                     attempt=0 if chosen else position + 1,
                     context=document,
+                    place=place,
                     chosen=chosen,
                     position=position,
                     retry_info={k: v for k, v in info.items() if k != "submission"} if chosen else None,
@@ -193,8 +255,9 @@ class SweAgentTrajectory(Adapter):
         data: dict[str, Any],
         *,
         locator: str,
-        attempt: int,
         context: dict[str, Any],
+        place: _Place,
+        attempt: int = 0,
         chosen: bool | None = None,
         position: int | None = None,
         retry_info: dict[str, Any] | None = None,
@@ -210,7 +273,12 @@ class SweAgentTrajectory(Adapter):
         for index, message in enumerate(history):
             if not isinstance(message, dict):
                 raise ValueError(f"history[{index}] must be an object, got {type(message).__name__}")
-        replay = _replay_config(data.get("replay_config") or context.get("replay_config"))
+        replay, read_beside = place.replay_config(
+            _replay_config(data.get("replay_config") or context.get("replay_config"))
+        )
+        agent, agent_file = place.agent_config(replay)
+        if agent_file:
+            read_beside["agent"] = agent_file
         stats = as_dict(info.get("model_stats"), what="info.model_stats")
         cost = number_or_none(stats.get("instance_cost"), what="info.model_stats.instance_cost")
         received = number_or_none(stats.get("tokens_received"), what="info.model_stats.tokens_received")
@@ -222,12 +290,12 @@ class SweAgentTrajectory(Adapter):
         task_id = resolve_task_id(harness=HARNESS, instance_id=instance_id, prompt=prompt)
         is_swe = is_swe_instance(instance_id)
         run = make_run(
-            name=group.run_name,
+            name=place.run_name,
             harness=HARNESS,
             harness_version=version,
-            model=_model(replay) or _model_from_run_name(source.path.parent.name, group.run_name),
+            model=_model(agent) or _model_from_run_name(source.path.parent.name, place.run_name),
             benchmark=infer_benchmark(None, source.path) if is_swe else None,
-            config=replay.get("agent"),
+            config={k: v for k, v in agent.items() if not (k == "name" and v == instance_id)} or None,
         )
         if history:
             steps_of = _HistorySteps(history, entries)
@@ -239,6 +307,7 @@ class SweAgentTrajectory(Adapter):
             "replay_config": {k: v for k, v in replay.items() if k != "agent"},
             "trajectory_entries": len(entries),
             "unmatched_trajectory_steps": steps_of.unmatched(),
+            "read_beside": read_beside,
         }
         if chosen is not None:
             extra.update(chosen=chosen, attempt_position=position)
@@ -248,7 +317,7 @@ class SweAgentTrajectory(Adapter):
             run=run,
             task_id=task_id,
             domain="swe",
-            source_format=f"{self.name}:{'v1' if _is_v1(data, context) else '0.x'}",
+            source_format=f"{self.name}:{'v1' if read_beside or _is_v1(data, context) else '0.x'}",
             source_uri=source.uri,
             source_sha256=source.sha256,
             attempt=attempt,
@@ -298,6 +367,18 @@ class SweAgentTrajectory(Adapter):
                             candidate, name=name, value=value, source="harness", evaluator="swe-bench"
                         ),
                     )
+            score = _review_score(info.get("review"))
+            if score is not None:
+                bundle.add(
+                    "outcomes",
+                    make_outcome(
+                        candidate,
+                        name="judge_score",
+                        value=score,
+                        source="judge",
+                        evaluator="swe-agent-reviewer",
+                    ),
+                )
         return bundle
 
 
@@ -307,6 +388,98 @@ def _is_attempt(data: dict[str, Any]) -> bool:
         and isinstance(data.get("info"), dict)
         and ("history" in data or "environment" in data)
     )
+
+
+def _is_unstarted_retry(source: SourceFile, document: dict[str, Any]) -> bool:
+    """A RetryAgent's ``<instance_id>.traj`` as saved before its first attempt ended: ``{"attempts": []}``
+    (claimed by its name too: the content alone is too plain to be told from other formats')."""
+    return document == {"attempts": []} and source.path.name.endswith(".traj")
+
+
+@dataclass(frozen=True)
+class _Place:
+    """Where a trajectory file sits in SWE-agent's output layout, and the config files around it."""
+
+    path: Path
+    instance_dir: Path  # holds <instance_id>.config.yaml (run-batch) or config.yaml (run)
+    run_dir: Path  # holds run_batch.config.yaml
+    attempt: int | None  # i for a RetryAgent attempt's own <instance_id>/attempt_<i>/<instance_id>.traj
+
+    @classmethod
+    def of(cls, path: Path, run_dir: Path) -> _Place:
+        match = _ATTEMPT_DIR.match(path.parent.name)
+        if match is None:
+            return cls(path=path, instance_dir=path.parent, run_dir=run_dir, attempt=None)
+        retry_file = path.parent.parent / path.name
+        attempt = int(match.group(1))
+        return cls(path=path, instance_dir=retry_file.parent, run_dir=run_dir_of(retry_file), attempt=attempt)
+
+    @property
+    def run_name(self) -> str:
+        """The run's name: its directory's (as leaderboard submissions and SWE-agent name runs)."""
+        return self.run_dir.name or str(self.run_dir)
+
+    def replay_config(self, replay: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+        """``replay`` itself, else the instance's config file beside the trajectory (and which it was)."""
+        if replay:
+            return replay, {}
+        found, name = self._instance_config
+        return (found, {"replay_config": name}) if name else ({}, {})
+
+    def agent_config(self, replay: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """The agent config of ``replay``, else of the run's ``run_batch.config.yaml`` (and its name)."""
+        agent = replay.get("agent")
+        if isinstance(agent, dict):
+            return agent, None
+        agent = self._batch_agent
+        return (agent, _BATCH_CONFIG) if agent else ({}, None)
+
+    # Read once per file (a RetryAgent file asks for each of its attempts).
+    @cached_property
+    def _instance_config(self) -> tuple[dict[str, Any], str | None]:
+        for name in (self.path.name.removesuffix(".traj") + ".config.yaml", "config.yaml"):
+            found = _config_file(self.instance_dir / name)
+            if isinstance(found, dict) and found:
+                return found, name
+        return {}, None
+
+    @cached_property
+    def _batch_agent(self) -> dict[str, Any] | None:
+        batch = _config_file(self.run_dir / _BATCH_CONFIG)
+        agent = batch.get("agent") if isinstance(batch, dict) else None
+        return agent if isinstance(agent, dict) and agent else None
+
+
+def _config_file(path: Path) -> Any:  # noqa: ANN401 - any YAML value
+    """A YAML file SWE-agent writes beside its trajectories. Its configs are
+    ``yaml.dump(config.model_dump_json())``: YAML holding the config's JSON text, read here as the object it
+    encodes. ``None`` when the file is missing or unreadable: it only fills in what a trajectory does not
+    say, so it never costs the trajectory."""
+    try:
+        value = yaml.load(path.read_text(encoding="utf-8"), Loader=_YAML_LOADER)
+        return loads(value) if isinstance(value, str) else value
+    except (OSError, ValueError, RecursionError, yaml.YAMLError):  # ValueError: UnicodeDecodeError, bad JSON
+        return None
+
+
+def _held_by_retry_file(path: Path, index: int) -> bool:
+    """Whether the RetryAgent file of the attempt file ``path`` holds that attempt (``attempts[index]``)."""
+    try:
+        document = loads((path.parent.parent / path.name).read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return False
+    attempts = document.get("attempts") if isinstance(document, dict) else None
+    return isinstance(attempts, list) and len(attempts) > index
+
+
+def _review_score(review: Any) -> float | None:  # noqa: ANN401
+    """A reviewer's verdict on an attempt (``ReviewerResult.accept``: a score, or a bool), else ``None``."""
+    accept = review.get("accept") if isinstance(review, dict) else None
+    if isinstance(accept, bool):
+        return float(accept)
+    if isinstance(accept, int | float) and math.isfinite(accept):
+        return float(accept)
+    return None
 
 
 def _is_v1(data: dict[str, Any], context: dict[str, Any]) -> bool:
@@ -327,8 +500,7 @@ def _replay_config(value: Any) -> dict[str, Any]:  # noqa: ANN401
     return as_dict(value, what="replay_config")
 
 
-def _model(replay: dict[str, Any]) -> str | None:
-    agent = replay.get("agent") if isinstance(replay.get("agent"), dict) else {}
+def _model(agent: dict[str, Any]) -> str | None:
     model = agent.get("model")
     if not isinstance(model, dict):  # a RetryAgent config: the first agent's model names the run
         configs = agent.get("agent_configs")
