@@ -564,3 +564,35 @@ class TestLeaderboardSubmissionMetadata:
         assert lake.read("runs")["config"].to_list() == [None]
         assert lake.read("candidates").height == len(lines)
         assert unreconciled(report) == {}
+
+
+class TestReportBesideALabelledSet:
+    """A report labels the run its folder is. A labelled set's line names its own run (``system``): the
+    report beside it labelled every system's line of its instances, whatever patch each had, and the line's
+    own verdict replaced the report's under the line's ``label_source``."""
+
+    @pytest.fixture
+    def folder(self, lite_dir: Path, tmp_path: Path) -> tuple[Path, dict[str, dict[str, Any]]]:
+        """``<first system>/candidates.jsonl`` holding two systems' lines on one instance, and a report."""
+        first, second = "20240609_moatless_gpt4o", "20240617_moatless_gpt-4o-2024-05-13"
+        rows = {s: next(r for r in read_jsonl(lite_dir / "candidates" / f"{s}.jsonl")
+                        if r["instance_id"] == "django__django-11099") for s in (first, second)}
+        run = tmp_path / first
+        run.mkdir()
+        write_jsonl(run / "candidates.jsonl", rows.values())
+        (run / "report.json").write_text(json.dumps({"django__django-11099": _report_entry(True)}))
+        return run, rows
+
+    def test_the_report_labels_the_line_of_the_run_its_folder_is_only(self, folder, tmp_path):
+        run, rows = folder
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run], lake)
+        outcomes = (lake.read("outcomes").join(lake.read("candidates").select("candidate_id", "run_id"),
+                                               on="candidate_id")
+                    .join(lake.read("runs").select("run_id", "name"), on="run_id"))
+        got = sorted(outcomes.select("name_right", "evaluator", "value").rows())
+        assert got == sorted([
+            (run.name, "swe-bench", 1.0),  # the report's
+            *((system, row["label_source"], float(row["resolved"])) for system, row in rows.items()),
+        ])
+        assert report.warnings == []

@@ -76,6 +76,8 @@ _TASK_FIELDS = (
     "PASS_TO_PASS",
     "environment_setup_commit",
 )
+# The evaluator of the outcomes a SWE-bench harness report gives (``make_outcome``'s, with source "harness").
+REPORT_EVALUATOR = "swe-bench"
 # A leaderboard submission's description of itself, beside its predictions (SWE-bench experiments).
 SUBMISSION_METADATA = "metadata.yaml"
 _BENCHMARK_RE = re.compile(r"swe[-_ ]?bench[-_ ]?(lite|verified|multimodal|full|extra|java|multilingual|live)")
@@ -351,9 +353,15 @@ class SweBenchPredictions(_RecordAdapter):
                 model=model or group.run_hints.get("model"),
                 benchmark=benchmark,
             )
-        labels = dict(group.label(instance_id))
+        # The group's reports label the run the group is: a line that names its own run (a labelled set's
+        # system) takes them only if that run is the group's. They are the harness's evaluation; the
+        # line's own verdict is its label source's, and the same evaluator's replaces theirs.
+        reported = group.label(instance_id) if not system or system == group.run_name else {}
+        labels = {(name, REPORT_EVALUATOR): value for name, value in reported.items()}
+        label_source = record.get("label_source")
         if record.get("resolved") is not None:
-            labels["resolved"] = float(as_bool(record["resolved"], what="field 'resolved'"))
+            own = label_source if isinstance(label_source, str) else REPORT_EVALUATOR
+            labels["resolved", own] = float(as_bool(record["resolved"], what="field 'resolved'"))
         extra = {k: v for k, v in record.items() if k not in ("instance_id", "model_patch", "resolved", "system")}
         trajectory = make_trajectory(
             run=run,
@@ -370,8 +378,7 @@ class SweBenchPredictions(_RecordAdapter):
         bundle.add("runs", run)
         bundle.add("trajectories", trajectory)
         bundle.add("candidates", candidate)
-        evaluator = record.get("label_source") if isinstance(record.get("label_source"), str) else "swe-bench"
-        for name, value in labels.items():
+        for (name, evaluator), value in labels.items():
             bundle.add("outcomes", make_outcome(candidate, name=name, value=value, source="harness", evaluator=evaluator))
         return bundle
 
