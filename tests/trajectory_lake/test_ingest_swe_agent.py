@@ -732,3 +732,157 @@ class TestSweAgentRetryRunInterrupted:
         assert trajectory["model"] == "gpt-4o-mini"
         assert _extra(trajectory)["read_beside"] == {"agent": "run_batch.config.yaml"}
         assert json.loads(lake.read("runs")["config"][0]) == agent  # "main" is no instance id: kept
+
+
+# --------------------------------------------------------------------------------------------------
+# How a run ends (DefaultAgent.forward_with_handling / attempt_autosubmission_after_error, 0.x SWEEnv.step)
+# --------------------------------------------------------------------------------------------------
+
+
+def _ended_on_error(trajs: dict[str, dict[str, Any]], message: str, exit_status: str, submission: str | None):
+    """The real function-calling trajectory cut after its 4th step and ended as an error ends a v1 run:
+    ``handle_error_with_autosubmission`` adds a step whose output and thought are the message, with no
+    action, then the observation (``Exited (autosubmitted)`` when a diff was found)."""
+    document = json.loads(json.dumps(trajs[V1_FC]))
+    document["history"] = document["history"][:10]  # system, instance, 4 x (action, observation)
+    document["trajectory"] = document["trajectory"][:4]
+    observation = "Exited (autosubmitted)" if submission else "Exited"
+    document["history"] += [
+        {
+            "role": "assistant",
+            "content": message,
+            "thought": message,
+            "action": "",
+            "agent": "main",
+            "tool_calls": None,
+            "message_type": "action",
+            "thinking_blocks": None,
+        },
+        {
+            "role": "user",
+            "content": f"OBSERVATION:\n{observation}",
+            "agent": "main",
+            "message_type": "observation",
+        },
+    ]
+    document["trajectory"].append(
+        {
+            "action": "",
+            "observation": observation,
+            "response": message,
+            "thought": message,
+            "execution_time": 0.0,
+            "state": {},
+            "query": [{"role": "system", "content": "..."}],
+            "extra_info": {},
+        }
+    )
+    document["info"] |= {
+        "exit_status": exit_status,
+        "submission": submission,
+        "model_stats": {
+            "instance_cost": 3.02,
+            "tokens_sent": 912044,
+            "tokens_received": 4377,
+            "api_calls": 38,
+        },
+    }
+    return document
+
+
+def _ingest_one(tmp_path: Path, document: dict[str, Any], *, name: str = f"{IID}.traj") -> Lake:
+    path = tmp_path / "run" / IID / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document), encoding="utf-8")
+    lake = Lake(tmp_path / "lake")
+    report = ingest([tmp_path / "run"], lake)
+    assert report.total("quarantined") == 0
+    return lake
+
+
+class TestSweAgentExitStatuses:
+    def test_an_autosubmission_after_the_cost_limit_keeps_its_status_patch_and_stats(self, trajs, tmp_path):
+        patch = trajs[V1_FC]["info"]["submission"]
+        document = _ended_on_error(trajs, "Exit due to cost limit", "submitted (exit_cost)", patch)
+        lake = _ingest_one(tmp_path, document)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert (trajectory["exit_status"], trajectory["cost_usd"], trajectory["tokens"]) == (
+            "submitted (exit_cost)",
+            3.02,
+            4377,
+        )
+        assert trajectory["n_steps"] == 12
+        last_action = lake.read("steps").sort("step_index").row(10, named=True)
+        assert (last_action["role"], last_action["content"], last_action["tool_calls"]) == (
+            "assistant",
+            "Exit due to cost limit",
+            None,  # no action: nothing ran
+        )
+        assert _extra(last_action)["trajectory_step"]["index"] == 4
+        (candidate,) = lake.read("candidates").to_dicts()
+        assert (candidate["kind"], candidate["content"]) == ("patch", patch)
+
+    @pytest.mark.parametrize(
+        ("message", "exit_status"),
+        [
+            ("Exit due to context window", "exit_context"),
+            ("Exit due to repeated format/blocklist/bash syntax errors", "exit_format"),
+            ("Exit due to unknown error: boom", "exit_error"),
+        ],
+    )
+    def test_a_run_that_ended_on_an_error_with_nothing_to_submit_has_no_candidate(
+        self, trajs, tmp_path, message, exit_status
+    ):
+        lake = _ingest_one(tmp_path, _ended_on_error(trajs, message, exit_status, None))
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert trajectory["exit_status"] == exit_status
+        assert trajectory["n_steps"] == 12
+        assert lake.read("candidates").height == 0
+        assert "submission" not in _extra(trajectory)["info"]
+
+    def test_a_0x_early_exit_without_a_submission_is_kept_as_written(self, trajs, tmp_path):
+        # 0.x SWEEnv.step: a command that failed to execute ends the episode with info {"exit_status":
+        # "early_exit"} and no "submission" key
+        document = json.loads(json.dumps(trajs[OLD]))
+        document["info"] = {"exit_status": "early_exit", "model_stats": document["info"]["model_stats"]}
+        path = tmp_path / "pydicom__pydicom-1458.traj"
+        path.write_text(json.dumps(document), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert (trajectory["exit_status"], trajectory["task_id"], trajectory["source_format"]) == (
+            "early_exit",
+            PYDICOM,
+            "swe-agent:0.x",
+        )
+        assert trajectory["cost_usd"] == pytest.approx(1.26719)
+        assert lake.read("candidates").height == 0
+
+    def test_a_trajectory_saved_without_an_exit_status_takes_the_run_batch_report_s(self, trajs, tmp_path):
+        # the instance crashed: run-batch recorded "Uncaught <Error>" in run_batch_exit_statuses.yaml
+        document = json.loads(json.dumps(trajs[V1_FC]))
+        del document["info"]["exit_status"]
+        document["info"]["submission"] = None
+        (tmp_path / "run").mkdir()
+        statuses = {"instances_by_exit_status": {"submitted": ["x__y-1"], "Uncaught RuntimeError": [IID]}}
+        (tmp_path / "run" / "run_batch_exit_statuses.yaml").write_text(yaml.dump(statuses, indent=4))
+        lake = _ingest_one(tmp_path, document)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert trajectory["exit_status"] == "Uncaught RuntimeError"
+        assert _extra(trajectory)["read_beside"] == {"exit_status": "run_batch_exit_statuses.yaml"}
+
+    def test_the_run_batch_report_does_not_override_a_trajectory_s_own_exit_status(self, trajs, tmp_path):
+        (tmp_path / "run").mkdir()
+        statuses = {"instances_by_exit_status": {"skipped (submitted)": [IID]}}
+        (tmp_path / "run" / "run_batch_exit_statuses.yaml").write_text(yaml.dump(statuses, indent=4))
+        lake = _ingest_one(tmp_path, json.loads(json.dumps(trajs[V1_FC])))
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert trajectory["exit_status"] == "submitted"
+        assert "read_beside" not in _extra(trajectory)
+
+    def test_an_integer_exit_status_is_read_as_text(self, trajs, tmp_path):
+        # sweagent/types.py: StepOutput.exit_status is typed int | str | None
+        document = json.loads(json.dumps(trajs[V1_FC]))
+        document["info"]["exit_status"] = 1
+        lake = _ingest_one(tmp_path, document)
+        assert lake.read("trajectories")["exit_status"].to_list() == ["1"]

@@ -19,6 +19,14 @@ the reviews, ``info.rloop_model_stats`` the reviewer's or chooser's share and ``
 answer. Each attempt is also saved on its own as ``<output_dir>/attempt_<i>/<instance_id>.traj``; its
 ``replay_config`` is null (the batch gives its config to the RetryAgent, not to the attempt's agent).
 
+Exit statuses are stored as written: ``submitted``; ``exit_cost``, ``exit_context``, ``exit_format``,
+``exit_error``, ``exit_api``, ``exit_command_timeout``, ``exit_total_execution_time``,
+``exit_environment_error`` (the run stopped on that error and found nothing to submit); ``submitted
+(exit_cost)`` and the like (it stopped on that error and autosubmitted the diff it found);
+``exit_command``, ``exit_forfeit``; 0.x also ``early_exit`` and ``skipped``. A trajectory saved without
+one (the instance crashed, or was still running) takes the status the run's
+``run_batch_exit_statuses.yaml`` gives its instance (``Uncaught <Error>`` for a crash), if any.
+
 Mapping:
 
 * one trajectory per attempt; the chosen (submitted) attempt is ``attempt=0`` so a ``preds.json`` of
@@ -53,8 +61,9 @@ does not borrow one from another file of its directory.
 Files SWE-agent writes beside a trajectory fill in what the trajectory lacks, and are never ingested on
 their own (they are YAML): ``<instance_id>.config.yaml`` (``run-batch``) or ``config.yaml`` (``run``), the
 instance's RunSingleConfig, stands in for a missing ``replay_config`` (RetryAgent files have none); the
-run directory's ``run_batch.config.yaml`` gives the agent config when neither does. ``extra.read_beside``
-names the files used. The run's config is the agent config without its ``name``, which ``run-batch`` sets
+run directory's ``run_batch.config.yaml`` gives the agent config when neither does, and its
+``run_batch_exit_statuses.yaml`` a missing exit status (above). ``extra.read_beside`` names the files
+used. The run's config is the agent config without its ``name``, which ``run-batch`` sets
 to each instance's id (so that every trajectory of a run gives its run the same config).
 """
 
@@ -109,6 +118,7 @@ _TRAJECTORY_STEP_KEYS = ("execution_time", "state", "extra_info")
 # A RetryAgent attempt's own copy: <output_dir>/attempt_<i>/<instance_id>.traj (RetryAgent._setup_agent).
 _ATTEMPT_DIR = re.compile(r"^attempt_(\d+)$")
 _BATCH_CONFIG = "run_batch.config.yaml"
+_EXIT_STATUSES = "run_batch_exit_statuses.yaml"
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -282,10 +292,17 @@ class SweAgentTrajectory(Adapter):
         stats = as_dict(info.get("model_stats"), what="info.model_stats")
         cost = number_or_none(stats.get("instance_cost"), what="info.model_stats.instance_cost")
         received = number_or_none(stats.get("tokens_received"), what="info.model_stats.tokens_received")
-        exit_status = str_or_none(info.get("exit_status"), what="info.exit_status")
+        exit_status = info.get("exit_status")
+        if isinstance(exit_status, int) and not isinstance(exit_status, bool):
+            exit_status = str(exit_status)  # StepOutput.exit_status is typed int | str | None
+        exit_status = str_or_none(exit_status, what="info.exit_status")
         version = str_or_none(info.get("swe_agent_version"), what="info.swe_agent_version")
 
         instance_id = _instance_id(source, replay, entries)
+        if exit_status is None and instance_id and position is None:
+            exit_status = place.batch_exit_status(instance_id)
+            if exit_status is not None:
+                read_beside["exit_status"] = _EXIT_STATUSES
         prompt = _problem_text(replay, history)
         task_id = resolve_task_id(harness=HARNESS, instance_id=instance_id, prompt=prompt)
         is_swe = is_swe_instance(instance_id)
@@ -433,6 +450,16 @@ class _Place:
             return agent, None
         agent = self._batch_agent
         return (agent, _BATCH_CONFIG) if agent else ({}, None)
+
+    def batch_exit_status(self, instance_id: str) -> str | None:
+        """The exit status ``run_batch_exit_statuses.yaml`` gives ``instance_id``
+        (``{instances_by_exit_status: {status: [instance ids]}}``), if any."""
+        report = _config_file(self.run_dir / _EXIT_STATUSES)
+        by_status = report.get("instances_by_exit_status") if isinstance(report, dict) else None
+        for status, ids in by_status.items() if isinstance(by_status, dict) else ():
+            if isinstance(status, str) and status and isinstance(ids, list) and instance_id in ids:
+                return status
+        return None
 
     # Read once per file (a RetryAgent file asks for each of its attempts).
     @cached_property
