@@ -886,3 +886,51 @@ class TestSweAgentExitStatuses:
         document["info"]["exit_status"] = 1
         lake = _ingest_one(tmp_path, document)
         assert lake.read("trajectories")["exit_status"].to_list() == ["1"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Reasoning: history's thinking_blocks (Anthropic models through litellm) and the trajectory entry's
+# reasoning_content (DefaultAgent.add_step_to_trajectory; history does not carry it)
+# --------------------------------------------------------------------------------------------------
+
+THOUGHT = "The rounding happens in _serialize: int() truncates 344.99999. Use round() instead."
+
+
+class TestSweAgentReasoning:
+    def test_thinking_blocks_are_the_reasoning_and_their_signatures_stay_in_extra(self, trajs, tmp_path):
+        document = json.loads(json.dumps(trajs[V1_FC]))
+        blocks = [
+            {"type": "thinking", "thinking": THOUGHT, "signature": "EqQBCkYIBxgCKkBsig"},
+            {"type": "redacted_thinking", "data": "EmwKAhgBEgy3redacted"},
+        ]
+        document["history"][2]["thinking_blocks"] = blocks
+        document["history"][4]["thinking_blocks"] = [{"type": "thinking", "thinking": "Run it."}]
+        lake = _ingest_one(tmp_path, document)
+        steps = lake.read("steps").sort("step_index")
+        first, second = steps.row(2, named=True), steps.row(4, named=True)
+        assert (first["reasoning"], second["reasoning"]) == (THOUGHT, "Run it.")
+        assert _extra(first)["thinking_blocks"] == [
+            {"type": "thinking", "signature": "EqQBCkYIBxgCKkBsig"},
+            {"type": "redacted_thinking", "data": "EmwKAhgBEgy3redacted"},
+        ]
+        assert "thinking_blocks" not in _extra(second)  # nothing but the text, which is the reasoning
+        assert first["tool_calls"][0]["name"] == "create"
+
+    def test_a_trajectory_entry_s_reasoning_content_is_its_message_s_reasoning(self, trajs, tmp_path):
+        document = json.loads(json.dumps(trajs[V1_FC]))
+        document["trajectory"][0]["reasoning_content"] = THOUGHT
+        document["history"][2]["thinking_blocks"] = []  # the model gave no thinking blocks
+        lake = _ingest_one(tmp_path, document)
+        step = lake.read("steps").sort("step_index").row(2, named=True)
+        assert step["reasoning"] == THOUGHT
+        assert "reasoning_content" not in _extra(step)["trajectory_step"]
+        assert "thinking_blocks" not in _extra(step)
+
+    def test_without_a_history_the_reasoning_content_is_still_the_reasoning(self, trajs, tmp_path):
+        document = json.loads(json.dumps(trajs[V1_FC]))
+        del document["history"]
+        document["trajectory"][1]["reasoning_content"] = THOUGHT
+        lake = _ingest_one(tmp_path, document)
+        steps = lake.read("steps").sort("step_index")
+        assert steps["reasoning"].to_list()[:4] == [None, None, THOUGHT, None]
+        assert "reasoning_content" not in _extra(steps.row(2, named=True))

@@ -4,7 +4,7 @@ Documented structure (SWE-agent ``docs/usage/trajectories.md``, ``sweagent/types
 ``DefaultAgent.get_trajectory_data`` and ``RetryAgent.get_trajectory_data``)::
 
     {"trajectory": [{"action", "observation", "response", "thought", "state", "execution_time"?,
-                     "query"?, "extra_info"?}, ...],
+                     "query"?, "extra_info"?, "reasoning_content"?}, ...],
      "history": [{"role", "content", "agent"?, "message_type"?, "is_demo"?, "thought"?, "action"?,
                   "tool_calls"?, "tool_call_ids"?, "thinking_blocks"?, "tags"?, ...}, ...],
      "info": {"exit_status", "submission", "model_stats": {"instance_cost", "tokens_sent",
@@ -37,7 +37,8 @@ Mapping:
   first) is read as attempt ``1 + i`` of the run directory's run;
 * one step per ``history`` message (the conversation the model saw, demonstrations included and
   flagged ``extra.is_demo``); text-mode actions become a ``bash`` tool call with the command, as SWE-agent
-  runs every action in its shell session; ``thinking_blocks`` become ``reasoning``;
+  runs every action in its shell session; ``thinking_blocks`` become ``reasoning`` (their signatures and
+  redacted blocks stay in ``extra.thinking_blocks``), else the matched entry's ``reasoning_content``;
 * each ``trajectory`` entry is matched in order to the assistant message it produced; its
   ``execution_time``, ``state`` and ``extra_info`` (and its ``response``/``thought``/``observation`` when
   they differ from the message) go to that step's ``extra``; entries with no message (requeried format
@@ -621,6 +622,20 @@ def _thinking(blocks: Any) -> str | None:  # noqa: ANN401
     return "\n\n".join(texts) or None
 
 
+def _thinking_rest(blocks: list[Any]) -> list[Any] | None:
+    """Thinking blocks without their text (kept as the step's reasoning): their ``signature`` (needed to send
+    the blocks back to the model) and redacted blocks; ``None`` when nothing else is left."""
+    rest = [{k: v for k, v in b.items() if k != "thinking"} if isinstance(b, dict) else b for b in blocks]
+    return rest if any(not isinstance(b, dict) or set(b) - {"type"} for b in rest) else None
+
+
+def _reasoning_content(entry: dict[str, Any]) -> str | None:
+    """A trajectory entry's ``reasoning_content`` (the reasoning text litellm returns for reasoning models;
+    ``DefaultAgent.add_step_to_trajectory`` saves it there only, not in ``history``)."""
+    value = entry.get("reasoning_content")
+    return value if isinstance(value, str) and value else None
+
+
 def _action_call(action: Any) -> list[dict[str, str | None]] | None:  # noqa: ANN401
     """A text-mode action as the lake's tool call: SWE-agent runs it in its bash session."""
     if isinstance(action, str) and action.strip():
@@ -671,7 +686,11 @@ class _HistorySteps:
         ids = message.get("tool_call_ids")
         if ids is not None and (not isinstance(ids, list) or not all(isinstance(i, str) for i in ids)):
             raise ValueError(f"history[{index}].tool_call_ids must be a list of strings, got {ids!r}")
-        reasoning = _thinking(message.get("thinking_blocks"))
+        blocks = message.get("thinking_blocks")
+        reasoning = _thinking(blocks)
+        entry = self.entries[self.matches[index]] if index in self.matches else {}
+        if reasoning is None:
+            reasoning = _reasoning_content(entry)
         extra = {k: v for k, v in message.items() if k not in _MAPPED_HISTORY_KEYS}
         if ids and len(ids) > 1:
             extra["tool_call_ids"] = ids
@@ -679,10 +698,12 @@ class _HistorySteps:
             marks = [p["cache_control"] for p in message["content"] if "cache_control" in p]
             if marks:
                 extra["content_cache_control"] = marks
-        if message.get("thinking_blocks") and reasoning is None:
-            extra["thinking_blocks"] = message["thinking_blocks"]
+        if blocks:  # what the text of the blocks (now the reasoning) leaves: signatures, redacted blocks
+            rest = _thinking_rest(blocks) if _thinking(blocks) else blocks
+            if rest:
+                extra["thinking_blocks"] = rest
         if index in self.matches:
-            extra["trajectory_step"] = self._entry_extra(index, message)
+            extra["trajectory_step"] = self._entry_extra(index, message, reasoning)
         return make_step(
             trajectory,
             index,
@@ -694,7 +715,7 @@ class _HistorySteps:
             extra=extra,
         )
 
-    def _entry_extra(self, index: int, message: dict[str, Any]) -> dict[str, Any]:
+    def _entry_extra(self, index: int, message: dict[str, Any], reasoning: str | None) -> dict[str, Any]:
         j = self.matches[index]
         entry = self.entries[j]
         out: dict[str, Any] = {"index": j, **{k: entry[k] for k in _TRAJECTORY_STEP_KEYS if k in entry}}
@@ -714,6 +735,7 @@ class _HistorySteps:
             k: v
             for k, v in entry.items()
             if k not in (*_TRAJECTORY_STEP_KEYS, "query", "response", "thought", "observation", "action")
+            and not (k == "reasoning_content" and v == reasoning)  # the step's reasoning already
         }
         out.update(leftovers)
         return out
@@ -740,15 +762,18 @@ class _TrajectorySteps:
         rows = []
         for j, entry in enumerate(self.entries):
             response = entry.get("response")
-            extra = {
-                k: v for k, v in _entry_summary(j, entry).items() if k not in ("response", "observation")
-            }
+            reasoning = _reasoning_content(entry)
+            omitted = (
+                ("response", "observation", "reasoning_content") if reasoning else ("response", "observation")
+            )
+            extra = {k: v for k, v in _entry_summary(j, entry).items() if k not in omitted}
             rows.append(
                 make_step(
                     trajectory,
                     len(rows),
                     role="assistant",
                     content=response if response is not None else entry.get("thought"),
+                    reasoning=reasoning,
                     tool_calls=_action_call(entry.get("action")),
                     extra=extra,
                 )
