@@ -24,6 +24,8 @@ from trajectory_lake.adapters.moatless import (
 )
 from trajectory_lake.adapters.openai_chat import OpenAIChatLog
 from trajectory_lake.adapters.openhands import (
+    OpenHandsCompletionLog,
+    OpenHandsEvalConversion,
     OpenHandsEvalMetadata,
     OpenHandsEvalOutput,
     OpenHandsEventStore,
@@ -75,6 +77,10 @@ ADAPTERS: tuple[type[Adapter], ...] = (
     AiderResult,  # {instance_id, model_patch, ..., all_results: [...]}: before SweBenchPredictions
     AiderBenchmarkResult,  # .aider.results.json {testcase, model, edit_format, tests_outcomes, ...}
     SweBenchTasks,
+    # <run>/X.swebench.jsonl, output_converted.jsonl beside an OpenHands X.jsonl: before SweBenchPredictions
+    OpenHandsEvalConversion,
+    # <run>/llm_completions/<instance_id>/*.json of an OpenHands eval run: before OpenAIChatLog
+    OpenHandsCompletionLog,
     SweBenchPredictions,
     SweBenchReport,
     OpenHandsEvalOutput,  # JSONL of EvalOutput {instance_id, test_result, instruction, metadata, history, ...}

@@ -60,6 +60,24 @@ The patch (``test_result.git_patch`` / ``git_patch``) is the ``patch`` candidate
 that OpenHands' ``eval_infer`` adds (``test_result.report.resolved``) and any SWE-bench report of the
 same run folder label it ``resolved``; the resolver's own LLM verdict (``success``) is a ``resolved``
 outcome with source ``judge``. OpenHands writes naive local timestamps; they are read as UTC.
+
+An evaluation run folder (``eval_output_dir``: ``<dataset>/<agent>/<model>_maxiter_<n>_N_<note>``, made by
+``make_metadata``) ingests as one run, with one trajectory and one ``patch`` candidate per instance:
+
+* ``metadata.json`` names the run; each line of ``output.jsonl`` is an instance's trajectory and candidate;
+* ``llm_completions/<instance_id>/<model>-<time>.json`` (``openhands/llm/llm.py`` ``log_completions``: one
+  file per LLM call, each holding the conversation so far) are the calls of that instance's line: listed as
+  ignored with the reason, and counted in the trajectory's ``extra.llm_completions``
+  (:class:`OpenHandsCompletionLog`);
+* ``output.swebench.jsonl`` (``convert_oh_output_to_swe_json.py``; OpenHands/benchmarks' ``eval_infer.py``)
+  and multi-swe-bench's ``output_converted.jsonl`` hold the same patches converted for the harness: listed
+  as ignored (:class:`OpenHandsEvalConversion`);
+* the SWE-bench harness's run summary ``report.json`` and ``eval_outputs/<instance_id>/report.json``
+  (``eval_infer.sh`` moves the harness's log folder there) label the candidates ``resolved`` and
+  ``f2p_pass_rate``; the lines of the remote ``output.swebench_eval.jsonl`` carry the run's metadata and
+  ``test_result.report``, so they describe the same run, trajectory and candidate, and label it;
+* ``logs/instance_<id>.log``, the harness's ``patch.diff``, ``test_output.txt``, ``eval.sh``,
+  ``run_instance.log``, ``README.md`` and ``output.jsonl.bak`` are no data files: ``discover`` skips them.
 """
 
 from __future__ import annotations
@@ -82,6 +100,7 @@ from trajectory_lake.adapters.swebench import FAMILY, infer_benchmark
 from trajectory_lake.records import (
     Bundle,
     Quarantined,
+    Skipped,
     as_bool,
     as_timestamp,
     make_candidate,
@@ -94,6 +113,8 @@ from trajectory_lake.records import (
 )
 
 __all__ = [
+    "OpenHandsCompletionLog",
+    "OpenHandsEvalConversion",
     "OpenHandsEvalMetadata",
     "OpenHandsEvalOutput",
     "OpenHandsEventStore",
@@ -1099,6 +1120,8 @@ class OpenHandsEvalOutput(_LineAdapter):
         }
         if instruction is not None and not any(s["content"] == instruction for s in mapped.steps):
             extra["instruction"] = instruction
+        if (completions := _completion_logs(source.path.parent, instance_id)) is not None:
+            extra["llm_completions"] = completions
         trajectory = make_trajectory(
             run=run,
             task_id=task_id,
@@ -1205,6 +1228,194 @@ class OpenHandsEvalMetadata(Adapter):
             return _metadata_hints(source.document)
         except ValueError:
             return {}
+
+
+# --------------------------------------------------------------------------------------------------
+# The other files of an evaluation run folder
+# --------------------------------------------------------------------------------------------------
+
+# ``update_llm_config_for_completions_logging`` (evaluation/utils/shared.py) points each instance's
+# ``log_completions_folder`` at ``<eval_output_dir>/llm_completions/<instance_id>``.
+_COMPLETIONS_DIR = "llm_completions"
+# An EvalOutput line written by pydantic's model_dump_json (or json.dumps of one) starts with its instance id.
+_LEADING_INSTANCE_ID = re.compile(rb'\A\s*\{\s*"instance_id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)\s*[,}]')
+
+
+def _completion_logs(run_dir: Path, instance_id: str) -> dict[str, Any] | None:
+    """Where an instance's completion logs are, and how many, if the run logged completions for it."""
+    if instance_id in (".", "..") or "/" in instance_id or "\\" in instance_id:
+        return None  # not a folder name: log_completions could not have written under it
+    folder = run_dir / _COMPLETIONS_DIR / instance_id
+    try:
+        files = sum(1 for p in folder.iterdir() if p.name.endswith(".json") and p.is_file())
+    except OSError:  # no such folder (completions not logged), or unreadable
+        return None
+    return {"folder": f"{_COMPLETIONS_DIR}/{instance_id}", "files": files}
+
+
+def _completions_run(path: Path) -> Path | None:
+    """The evaluation run folder of ``<run>/llm_completions/<instance_id>/<file>``, if ``<run>`` is one
+    (``make_metadata`` writes its ``metadata.json`` before any instance runs; ``output.jsonl`` follows)."""
+    folder = path.parent.parent
+    if folder.name != _COMPLETIONS_DIR:
+        return None
+    run = folder.parent
+    return run if (run / "metadata.json").is_file() or (run / "output.jsonl").is_file() else None
+
+
+def _conversion_origin(path: Path) -> Path | None:
+    """The output file a conversion is made from, by the converters' own naming: ``X.swebench.jsonl`` from
+    ``X.jsonl`` (``convert_oh_output_to_swe_json.py``; OpenHands/benchmarks' ``eval_infer.py``), and
+    multi-swe-bench's ``output_converted.jsonl`` from ``output.jsonl``
+    (``update_multi_swe_bench_config.py``)."""
+    if path.name.endswith(".swebench.jsonl") and len(path.name) > len(".swebench.jsonl"):
+        return path.with_name(path.name[: -len(".swebench.jsonl")] + ".jsonl")
+    if path.name == "output_converted.jsonl":
+        return path.with_name("output.jsonl")
+    return None
+
+
+def _converted_instance(record: Any) -> str | None:  # noqa: ANN401 - any JSON value
+    """The instance id of one converted line: a SWE-bench prediction ``{instance_id, model_patch,
+    model_name_or_path}``, or a multi-swe-bench patch ``{org, repo, number, fix_patch}`` (``convert.py``
+    splits the instance id ``<org>__<repo>-<number>`` into those three)."""
+    if not isinstance(record, dict):
+        return None
+    if "model_patch" in record and isinstance(record.get("instance_id"), str) and record["instance_id"]:
+        return record["instance_id"]
+    parts = [record.get(k) for k in ("org", "repo", "number")]
+    if "fix_patch" in record and all(isinstance(p, str | int) and not isinstance(p, bool) for p in parts):
+        return "{}__{}-{}".format(*parts)
+    return None
+
+
+def _is_damaged_conversion(record: Any) -> bool:  # noqa: ANN401 - any JSON value
+    return isinstance(record, dict) and any(k in record for k in ("model_patch", "fix_patch", "instance_id"))
+
+
+def _instance_ids(path: Path) -> set[str]:
+    """The instance ids of an ``output.jsonl``, read from the head of each line where the id leads it (as
+    EvalOutput writes it), else from the whole line; lines that are not JSON objects have none."""
+    ids: set[str] = set()
+    with path.open("rb") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            match = _LEADING_INSTANCE_ID.match(line, 0, 4096)
+            try:
+                value = loads(match.group(1)) if match else loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if not match:
+                value = value.get("instance_id") if isinstance(value, dict) else None
+            if isinstance(value, int) and not isinstance(value, bool):
+                value = str(value)  # as OpenHandsEvalOutput reads a numbered instance
+            if isinstance(value, str):
+                ids.add(value)
+    return ids
+
+
+class OpenHandsCompletionLog(Adapter):
+    """One LLM call an evaluation run logged with ``log_completions`` → listed as ignored, not a trajectory.
+
+    ``openhands/llm/llm.py`` writes each call to ``<run>/llm_completions/<instance_id>/<model>-<time>.json``
+    ``{messages, response, args, kwargs, timestamp, cost, fncall_messages?, fncall_response?}`` (the SDK's
+    ``Telemetry.log_llm_call``: ``{messages, tools, kwargs, response, cost, timestamp, latency_sec,
+    usage_summary}``): hundreds per instance, each re-sending the conversation so far. They are the calls
+    of the rollout that the instance's line of ``output.jsonl`` holds: every response, with its usage, is in
+    the history's ``tool_call_metadata.model_response``, and each call's tokens, latency and cost are in the
+    line's ``metrics`` (``token_usages``, ``response_latencies``, ``costs``, by response id). Read as chat
+    logs they would be a second trajectory of the same rollout under a task of their own; so, in an
+    evaluation run folder (a ``metadata.json`` or ``output.jsonl`` beside ``llm_completions/``), they are
+    recognised by that place and listed as ignored with the reason, and the instance's trajectory names them
+    in ``extra.llm_completions`` (``{folder, files}``). What only they hold, the exact prompt each call sent,
+    stays in them; so do the calls of an attempt that ``run_evaluation`` retried, which ``output.jsonl``
+    never records. A completion log anywhere else is a chat log
+    (:class:`~trajectory_lake.adapters.openai_chat.OpenAIChatLog`).
+    """
+
+    name: ClassVar[str] = "openhands-completions"
+
+    @classmethod
+    def sniff(cls, source: SourceFile) -> bool:
+        if _completions_run(source.path) is None or not source.is_json_document():
+            return False
+        head = source.head()
+        # Only the head is looked at: a run logs thousands of these, each the whole conversation so far.
+        return head.lstrip().startswith(b"{") and (b'"messages"' in head or b'"fncall_messages"' in head)
+
+    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Skipped]:
+        run = _completions_run(source.path) or source.path.parent.parent.parent
+        instance_id = source.path.parent.name
+        where = (
+            f"its line in {run.name}/output.jsonl"
+            if (run / "output.jsonl").is_file()
+            else f"its line in {run.name}/output.jsonl once the run writes it (not there yet)"
+        )
+        yield Skipped(
+            f"an OpenHands completion log (log_completions): one LLM call of instance {instance_id!r}, "
+            f"whose rollout is {where}, with every response and each call's tokens, latency and cost; only "
+            "the exact prompt sent is this file's own, and the trajectory's extra.llm_completions points here"
+        )
+
+
+class OpenHandsEvalConversion(Adapter):
+    """An evaluation's ``output.jsonl`` converted for a harness → listed as ignored: the same patches.
+
+    ``convert_oh_output_to_swe_json.py`` (``evaluation/benchmarks/swe_bench/scripts/eval/``, run by
+    ``eval_infer.sh``) writes ``X.swebench.jsonl`` beside ``X.jsonl``, one SWE-bench prediction per line
+    ``{instance_id, model_patch: process_git_patch(test_result.git_patch), model_name_or_path: <run folder
+    name>}``; OpenHands/benchmarks' ``eval_infer.py`` writes the same file (``model_name_or_path``
+    ``OpenHands/<model>``, setup files dropped from the patch); for multi-swe-bench,
+    ``update_multi_swe_bench_config.py`` writes ``output_converted.jsonl`` ``{org, repo, number, fix_patch}``.
+    Each line is the patch of one line of ``X.jsonl``, which is that instance's candidate already, of the run
+    its ``metadata`` names: read as predictions, it would be a second candidate of another run (named by the
+    folder). So a conversion beside its ``X.jsonl`` (an OpenHands evaluation output) is listed as ignored
+    with the reason; a line whose instance has no line in ``X.jsonl`` (the output was rewritten since) is
+    quarantined, saying so. The harness's verdicts on these patches (``report.json``,
+    ``eval_outputs/<id>/report.json``) label the candidates of ``X.jsonl``.
+    """
+
+    name: ClassVar[str] = "openhands-eval-conversion"
+    table: ClassVar[str] = "candidates"
+
+    @classmethod
+    def sniff(cls, source: SourceFile) -> bool:
+        origin = _conversion_origin(source.path)
+        if origin is None or not origin.is_file() or source.is_json_document():
+            return False
+        sample = [r for r in source.first_records(5) if r is not None]
+        whole = lambda r: _converted_instance(r) is not None  # noqa: E731 - a one-line predicate
+        if not sample_matches(sample, whole=whole, near=_is_damaged_conversion):
+            return False
+        return OpenHandsEvalOutput.sniff(SourceFile(origin))
+
+    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Quarantined | Skipped]:
+        origin = _conversion_origin(source.path) or source.path.with_name("output.jsonl")
+        known = _instance_ids(origin)
+        for item in self.iter_json_lines(source):
+            if isinstance(item, Quarantined):
+                yield item
+                continue
+            number, raw, record = item
+            instance_id = _converted_instance(record)
+            if instance_id is None:
+                yield self.quarantine(
+                    f"line {number}",
+                    "not a converted line ({instance_id, model_patch} or {org, repo, number, fix_patch})",
+                    raw,
+                )
+            elif instance_id not in known:
+                yield self.quarantine(
+                    f"line {number}",
+                    f"instance {instance_id!r} has no line in {origin.name}: its patch has no trajectory "
+                    f"here ({origin.name} changed after the conversion)",
+                    raw,
+                )
+        yield Skipped(
+            f"converted from {origin.name} beside it for the evaluation harness: the same patches, which are "
+            f"the candidates of {origin.name}'s trajectories (the harness's reports label those)"
+        )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,0 +1,363 @@
+"""Ingesting a whole OpenHands evaluation output folder, as the evaluation scripts leave it.
+
+Under test: what ``harvest ingest <run folder>`` makes of every file the OpenHands SWE-bench evaluation
+writes (upstream All-Hands-AI/OpenHands: ``evaluation/utils/shared.py`` ``make_metadata`` /
+``update_llm_config_for_completions_logging``, ``openhands/llm/llm.py`` ``log_completions``,
+``evaluation/benchmarks/swe_bench/scripts/eval_infer.sh`` with ``convert_oh_output_to_swe_json.py`` and
+``update_output_with_eval.py``, and the SWE-bench harness's ``report.json`` and per-instance
+``eval_outputs/<instance_id>/``): exactly one run, one trajectory and one patch candidate per instance,
+labelled by the harness; the conversion for the harness and the per-call completion logs add no second
+candidate or trajectory, and are listed as ignored with the reason; re-ingesting adds nothing.
+The lines and completion logs are the real samples in ``../shared/data/formats``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from tests.trajectory_lake._helpers import read_jsonl, table_state, unreconciled, write_jsonl
+from trajectory_lake import IngestReport, Lake, ingest
+
+EVAL_FILE = "official_example_multi_swe_bench_output.jsonl"
+COMPLETIONS = ("openhands_litellm_completion_first_call.json", "openhands_litellm_completion_last_call.json")
+NON_STEP = {("action", "recall"), ("action", "change_agent_state"), ("observation", "agent_state_changed")}
+DATASET = "princeton-nlp__SWE-bench_Lite-test"
+RUN_NAME = "gpt-4o-2024-05-13_maxiter_50_N_v0.35.0-no-hint-run_1"
+# What update_output_with_eval.py writes back into each line (its defaults, resolved set from report.json).
+LINE_REPORT = {
+    "empty_generation": False,
+    "resolved": False,
+    "failed_apply_patch": False,
+    "error_eval": False,
+    "test_timeout": False,
+}
+
+
+def _process_git_patch(patch: str) -> str:
+    """``process_git_patch`` of swe_bench's ``eval_infer.py``, which the conversion applies."""
+    lines = patch.replace("\r\n", "\n").split("\n")
+    start = next((i for i, line in enumerate(lines) if line.startswith("diff --git")), 0)
+    return "\n".join(lines[start:]).rstrip() + "\n"
+
+
+def _step_count(line: dict[str, Any]) -> int:
+    kinds = (
+        ("action", e["action"]) if "action" in e else ("observation", e["observation"])
+        for e in line["history"]
+    )
+    return sum(kind not in NON_STEP for kind in kinds)
+
+
+def _instance_report(instance_id: str, *, resolved: bool, f2p: tuple[list[str], list[str]]) -> dict[str, Any]:
+    """The harness's ``eval_outputs/<instance_id>/report.json`` (``grading.get_eval_report``)."""
+    return {
+        instance_id: {
+            "patch_is_None": False,
+            "patch_exists": True,
+            "patch_successfully_applied": True,
+            "resolved": resolved,
+            "tests_status": {
+                "FAIL_TO_PASS": {"success": f2p[0], "failure": f2p[1]},
+                "PASS_TO_PASS": {"success": ["test_kept"], "failure": []},
+            },
+        }
+    }
+
+
+def _run_report(resolved: list[str], unresolved: list[str]) -> dict[str, Any]:
+    """The harness's summary (``make_run_report``); ``eval_infer.sh`` moves it to ``<run>/report.json``."""
+    ids = sorted(resolved + unresolved)
+    return {
+        "total_instances": 300,
+        "submitted_instances": len(ids),
+        "completed_instances": len(ids),
+        "resolved_instances": len(resolved),
+        "unresolved_instances": len(unresolved),
+        "empty_patch_instances": 0,
+        "error_instances": 0,
+        "completed_ids": ids,
+        "incomplete_ids": [],
+        "empty_patch_ids": [],
+        "submitted_ids": ids,
+        "resolved_ids": resolved,
+        "unresolved_ids": unresolved,
+        "error_ids": [],
+        "schema_version": 2,
+    }
+
+
+@pytest.fixture(scope="module")
+def sample_lines(shared_data: Path) -> list[dict[str, Any]]:
+    return read_jsonl(shared_data / "formats" / "openhands" / EVAL_FILE)
+
+
+@pytest.fixture(scope="module")
+def completion_files(shared_data: Path) -> list[Path]:
+    return [shared_data / "formats" / "openai-chat" / name for name in COMPLETIONS]
+
+
+@pytest.fixture(scope="module")
+def swe_lines(shared_data: Path, sample_lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Two real output.jsonl lines made SWE-bench Lite lines: a Lite instance each, and the run's metadata."""
+    tasks = read_jsonl(shared_data / "swebench-lite" / "tasks.jsonl")[:2]
+    lines = []
+    for line, task in zip(sample_lines, tasks, strict=False):
+        metadata = {
+            **line["metadata"],
+            "dataset": DATASET,
+            "eval_output_dir": f"evaluation/evaluation_outputs/outputs/{DATASET}/CodeActAgent/{RUN_NAME}",
+        }
+        instance = {
+            k: task[k] for k in ("repo", "instance_id", "problem_statement", "base_commit", "version")
+        }
+        lines.append({**line, "instance_id": task["instance_id"], "instance": instance, "metadata": metadata})
+    return lines
+
+
+def _write_run(
+    root: Path,
+    lines: list[dict[str, Any]],
+    completion_files: list[Path],
+    *,
+    run_report: dict[str, Any] | None,
+    instance_reports: dict[str, dict[str, Any]],
+    line_reports: dict[str, dict[str, Any]],
+) -> Path:
+    """A run folder ``<dataset>/<agent>/<model>_maxiter_<n>_N_<note>/`` as ``eval_infer.sh`` leaves it."""
+    run = root / DATASET / "CodeActAgent" / RUN_NAME
+    (run / "logs").mkdir(parents=True)
+    (run / "metadata.json").write_text(json.dumps(lines[0]["metadata"]), encoding="utf-8")
+    write_jsonl(run / "output.jsonl.bak", lines)  # update_output_with_eval.py keeps the line as it was
+    write_jsonl(
+        run / "output.jsonl",
+        [{**line, "report": line_reports[line["instance_id"]]} if line_reports else line for line in lines],
+    )
+    write_jsonl(
+        run / "output.swebench.jsonl",
+        [
+            {
+                "instance_id": line["instance_id"],
+                "model_patch": _process_git_patch(line["test_result"]["git_patch"]),
+                "model_name_or_path": run.name,
+            }
+            for line in lines
+        ],
+    )
+    if run_report is not None:
+        (run / "report.json").write_text(json.dumps(run_report), encoding="utf-8")
+        (run / "README.md").write_text("# SWE-bench Report\n", encoding="utf-8")
+    (run / "run_id.txt").write_text("RUN_ID: 20250501_120000\n", encoding="utf-8")
+    for index, line in enumerate(lines):
+        instance_id = line["instance_id"]
+        (run / "logs" / f"instance_{instance_id}.log").write_text(
+            "INFO - Starting evaluation\n", encoding="utf-8"
+        )
+        outputs = run / "eval_outputs" / instance_id
+        outputs.mkdir(parents=True)
+        if instance_id in instance_reports:
+            (outputs / "report.json").write_text(json.dumps(instance_reports[instance_id]), encoding="utf-8")
+        for name in ("patch.diff", "test_output.txt", "eval.sh", "run_instance.log"):
+            (outputs / name).write_text("...\n", encoding="utf-8")
+        # The first instance logged both real calls, the second one: <model with / as __>-<time.time()>.json.
+        completions = run / "llm_completions" / instance_id
+        completions.mkdir(parents=True)
+        for call, sample in enumerate(completion_files[: len(completion_files) - index]):
+            shutil.copyfile(
+                sample, completions / f"litellm_proxy__claude-3-5-sonnet-20241022-17333292{call}0.5.json"
+            )
+    return run
+
+
+def _outcomes(lake: Lake) -> dict[tuple[str, str], tuple[float, str, str]]:
+    rows = lake.read("outcomes").to_dicts()
+    return {(r["task_id"], r["name"]): (r["value"], r["source"], r["evaluator"]) for r in rows}
+
+
+@pytest.fixture(scope="module")
+def run(
+    swe_lines: list[dict[str, Any]], completion_files: list[Path], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The SWE-bench run folder after the official harness: the first instance resolved, the second not."""
+    first, second = (line["instance_id"] for line in swe_lines)
+    return _write_run(
+        tmp_path_factory.mktemp("openhands-eval"),
+        swe_lines,
+        completion_files,
+        run_report=_run_report([first], [second]),
+        instance_reports={
+            first: _instance_report(first, resolved=True, f2p=(["test_a"], ["test_b"])),
+            second: _instance_report(second, resolved=False, f2p=([], ["test_a"])),
+        },
+        line_reports={first: {**LINE_REPORT, "resolved": True}, second: LINE_REPORT},
+    )
+
+
+@pytest.fixture(scope="module")
+def ingested(run: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Lake, IngestReport]:
+    """The folder ingested once into a fresh lake; tests only read it."""
+    lake = Lake(tmp_path_factory.mktemp("lake"))
+    return lake, ingest([run], lake)
+
+
+class TestSweBenchEvaluationFolder:
+    def test_each_file_is_read_by_its_adapter_and_nothing_is_quarantined(self, ingested, run):
+        lake, report = ingested
+        by_path = {
+            Path(uri.removeprefix("file://")).relative_to(run.resolve()).as_posix(): a
+            for uri, a in report.sources.items()
+        }
+        instances = sorted({p.split("/")[1] for p in by_path if p.startswith("eval_outputs/")})
+        assert by_path == {
+            "metadata.json": "openhands-eval-metadata",
+            "output.jsonl": "openhands-eval",
+            "output.swebench.jsonl": "openhands-eval-conversion",
+            "report.json": "swebench-report",
+            **{f"eval_outputs/{i}/report.json": "swebench-report" for i in instances},
+            **{
+                f"llm_completions/{p.parent.name}/{p.name}": "openhands-completions"
+                for p in (run / "llm_completions").glob("*/*.json")
+            },
+        }
+        assert len(instances) == 2
+        assert report.total("quarantined") == 0 and lake.read("quarantine").height == 0
+        assert report.warnings == []  # every label found its candidate
+        assert unreconciled(report) == {}
+
+    def test_one_run_one_trajectory_and_one_patch_per_instance(self, ingested, swe_lines):
+        lake, _ = ingested
+        (run,) = lake.read("runs").to_dicts()
+        assert (run["name"], run["harness"], run["benchmark"]) == (
+            f"{DATASET}/CodeActAgent/{RUN_NAME}",
+            "openhands",
+            "swe-bench-lite",
+        )
+        trajectories = lake.read("trajectories").sort("task_id")
+        expected = sorted((f"swe-bench/{line['instance_id']}", _step_count(line)) for line in swe_lines)
+        assert list(zip(trajectories["task_id"], trajectories["n_steps"], strict=True)) == expected
+        assert set(trajectories["source_format"]) == {"openhands-eval"}
+        assert set(trajectories["run_id"]) == {run["run_id"]}
+        assert lake.read("steps").height == sum(n for _, n in expected)
+        candidates = lake.read("candidates").sort("task_id")
+        assert candidates["task_id"].to_list() == [task for task, _ in expected]
+        assert set(candidates["kind"]) == {"patch"}
+        by_task = {f"swe-bench/{line['instance_id']}": line["test_result"]["git_patch"] for line in swe_lines}
+        assert dict(zip(candidates["task_id"], candidates["content"], strict=True)) == by_task
+
+    def test_the_harness_reports_label_each_candidate(self, ingested, swe_lines):
+        lake, _ = ingested
+        first, second = (f"swe-bench/{line['instance_id']}" for line in swe_lines)
+        assert _outcomes(lake) == {
+            # resolved: report.json's resolved_ids and eval_outputs/<id>/report.json agree
+            (first, "resolved"): (1.0, "harness", "swe-bench"),
+            (second, "resolved"): (0.0, "harness", "swe-bench"),
+            # f2p_pass_rate: only eval_outputs/<id>/report.json has the tests
+            (first, "f2p_pass_rate"): (0.5, "harness", "swe-bench"),
+            (second, "f2p_pass_rate"): (0.0, "harness", "swe-bench"),
+        }
+
+    def test_completion_logs_are_ignored_with_the_reason_and_named_by_the_trajectory(
+        self, ingested, run, swe_lines
+    ):
+        lake, report = ingested
+        first, second = (line["instance_id"] for line in swe_lines)
+        ignored = {Path(p).relative_to(run).as_posix(): why for p, why in report.ignored.items()}
+        logs = {p: why for p, why in ignored.items() if p.startswith("llm_completions/")}
+        assert sorted(p.split("/")[1] for p in logs) == sorted([first, first, second])
+        log = next(p for p in logs if p.startswith(f"llm_completions/{second}/"))
+        assert logs[log] == (
+            "openhands-completions: an OpenHands completion log (log_completions): one LLM call of instance "
+            f"{second!r}, whose rollout is its line in {RUN_NAME}/output.jsonl, with every response and each "
+            "call's tokens, latency and cost; only the exact prompt sent is this file's own, and the "
+            "trajectory's extra.llm_completions points here"
+        )
+        extras = {
+            row["task_id"]: json.loads(row["extra"])["llm_completions"]
+            for row in lake.read("trajectories").to_dicts()
+        }
+        assert extras == {
+            f"swe-bench/{first}": {"folder": f"llm_completions/{first}", "files": 2},
+            f"swe-bench/{second}": {"folder": f"llm_completions/{second}", "files": 1},
+        }
+        # read as chat logs, they were trajectories of tasks named by their prompt
+        assert lake.read("tasks").filter(pl.col("task_id").str.starts_with("openhands/")).height == 0
+
+    def test_the_conversion_for_the_harness_is_ignored_as_the_same_patches(self, ingested, run):
+        _, report = ingested
+        assert report.ignored[str(run / "output.swebench.jsonl")] == (
+            "openhands-eval-conversion: converted from output.jsonl beside it for the evaluation harness: "
+            "the same patches, which are the candidates of output.jsonl's trajectories (the harness's "
+            "reports label those)"
+        )
+
+    def test_logs_and_the_harness_side_files_are_skipped_as_no_data(self, ingested, run):
+        _, report = ingested
+        skipped = {Path(p).relative_to(run).as_posix() for p in report.skipped}
+        assert {"output.jsonl.bak", "README.md", "run_id.txt"} <= skipped
+        assert {p.split("/")[0] for p in skipped} == {
+            "output.jsonl.bak",
+            "README.md",
+            "run_id.txt",
+            "logs",
+            "eval_outputs",
+        }
+        assert sum(p.startswith("logs/instance_") for p in skipped) == 2
+
+    def test_reingesting_the_folder_adds_nothing(self, run, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([run], lake)
+        before = table_state(lake)
+        again = ingest([run], lake)
+        assert again.total("written") == 0
+        assert table_state(lake) == before
+
+
+class TestOutsideAnEvaluationFolder:
+    def test_a_completion_log_with_no_run_beside_it_is_still_a_chat_log(self, completion_files, tmp_path):
+        folder = tmp_path / "llm_completions" / "django__django-11099"
+        folder.mkdir(parents=True)
+        shutil.copyfile(completion_files[1], folder / "litellm_proxy__claude-3-5-sonnet-20241022-1.0.json")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([tmp_path / "llm_completions"], lake)
+        assert list(report.sources.values()) == ["openai-chat"]
+        assert lake.read("trajectories")["source_format"].to_list() == ["openai-chat"]
+
+    def test_predictions_named_like_a_conversion_with_no_output_beside_them_are_predictions(self, tmp_path):
+        preds = write_jsonl(
+            tmp_path / "output.swebench.jsonl",
+            [
+                {
+                    "instance_id": "django__django-11099",
+                    "model_patch": "diff --git a/x b/x\n",
+                    "model_name_or_path": "m",
+                }
+            ],
+        )
+        lake = Lake(tmp_path / "lake")
+        report = ingest([preds], lake)
+        assert list(report.sources.values()) == ["swebench-predictions"]
+        assert lake.read("candidates").height == 1
+
+    def test_a_converted_line_whose_instance_left_output_jsonl_is_quarantined(
+        self, swe_lines, completion_files, tmp_path
+    ):
+        run = _write_run(
+            tmp_path, swe_lines[:1], completion_files, run_report=None, instance_reports={}, line_reports={}
+        )
+        with (run / "output.swebench.jsonl").open("a", encoding="utf-8") as handle:
+            handle.write(
+                json.dumps({"instance_id": "django__django-1", "model_patch": "", "model_name_or_path": "m"})
+                + "\n"
+            )
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run], lake)
+        (row,) = lake.read("quarantine").to_dicts()
+        assert (row["locator"], row["adapter"]) == ("line 2", "openhands-eval-conversion")
+        assert "instance 'django__django-1' has no line in output.jsonl" in row["error"]
+        assert str(run / "output.swebench.jsonl") in report.ignored
+        assert lake.read("candidates").height == 1
