@@ -7,7 +7,8 @@ writes (upstream All-Hands-AI/OpenHands: ``evaluation/utils/shared.py`` ``make_m
 ``update_output_with_eval.py``, and the SWE-bench harness's ``report.json`` and per-instance
 ``eval_outputs/<instance_id>/``): exactly one run, one trajectory and one patch candidate per instance,
 labelled by the harness; the conversion for the harness and the per-call completion logs add no second
-candidate or trajectory, and are listed as ignored with the reason; re-ingesting adds nothing.
+candidate or trajectory, and are listed as ignored with the reason; re-ingesting adds nothing. The
+multi-swe-bench family is labelled by the verdict written back into its lines, not by SWE-bench reports.
 The lines and completion logs are the real samples in ``../shared/data/formats``.
 """
 
@@ -315,6 +316,141 @@ class TestSweBenchEvaluationFolder:
         again = ingest([run], lake)
         assert again.total("written") == 0
         assert table_state(lake) == before
+
+
+class TestLabelSources:
+    @pytest.mark.parametrize(
+        ("run_says", "line_says", "expected"),
+        [
+            (None, True, 1.0),  # no run report in the folder: the verdict written back into the line labels
+            (False, True, 0.0),  # the run's report.json is the verdict; the line holds a copy of it
+            (True, None, 1.0),
+        ],
+    )
+    def test_the_runs_report_first_then_the_verdict_written_back_into_the_line(
+        self, swe_lines, completion_files, tmp_path, run_says, line_says, expected
+    ):
+        line = swe_lines[0]
+        instance_id = line["instance_id"]
+        run = _write_run(
+            tmp_path,
+            [line],
+            completion_files,
+            run_report=None
+            if run_says is None
+            else _run_report(*([[instance_id], []] if run_says else [[], [instance_id]])),
+            instance_reports={},
+            line_reports={} if line_says is None else {instance_id: {**LINE_REPORT, "resolved": line_says}},
+        )
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run], lake)
+        assert _outcomes(lake) == {
+            (f"swe-bench/{instance_id}", "resolved"): (expected, "harness", "swe-bench")
+        }
+        assert report.warnings == []
+
+    def test_eval_infer_remote_results_label_the_same_candidate(self, swe_lines, completion_files, tmp_path):
+        # eval_infer.py (remote runtime) writes output.swebench_eval.jsonl: EvalOutput lines with the run's
+        # metadata, no history, and test_result.report; they describe the same run, task and candidate.
+        line = swe_lines[1]
+        run = _write_run(
+            tmp_path, [line], completion_files, run_report=None, instance_reports={}, line_reports={}
+        )
+        write_jsonl(
+            run / "output.swebench_eval.jsonl",
+            [
+                {
+                    "instance_id": line["instance_id"],
+                    "test_result": {
+                        "git_patch": line["test_result"]["git_patch"],
+                        "report": {**LINE_REPORT, "resolved": True},
+                        "apply_patch_output": "APPLY_PATCH_PASS",
+                        "test_output": "...",
+                    },
+                    "instruction": None,
+                    "metadata": line["metadata"],
+                    "history": None,
+                    "metrics": None,
+                    "error": None,
+                    "instance": None,
+                }
+            ],
+        )
+        lake = Lake(tmp_path / "lake")
+        ingest([run], lake)
+        ((trajectory_steps,),) = lake.read("trajectories").select("n_steps").rows()
+        assert trajectory_steps == _step_count(line)
+        assert lake.read("candidates").height == 1
+        assert _outcomes(lake) == {
+            (f"swe-bench/{line['instance_id']}", "resolved"): (1.0, "harness", "swe-bench")
+        }
+
+
+class TestMultiSweBenchFolder:
+    """The real multi-swe-bench lines, in the folder OpenHands' multi_swe_bench scripts leave: the verdict
+    update_output_with_eval.py writes back (from multi-swe-bench's own final_report.json) labels them; a
+    SWE-bench report, whose harness never evaluates these instances, labels nothing and is warned about."""
+
+    @pytest.fixture
+    def msb(self, sample_lines, completion_files, tmp_path) -> tuple[Path, Lake, IngestReport]:
+        resolved = sample_lines[0]["instance_id"]
+        run = _write_run(
+            tmp_path,
+            sample_lines,
+            completion_files,
+            run_report=_run_report([resolved], []),
+            instance_reports={},
+            line_reports={
+                line["instance_id"]: {**LINE_REPORT, "resolved": line["instance_id"] == resolved}
+                for line in sample_lines
+            },
+        )
+        (run / "output.swebench.jsonl").unlink()
+        org_repo_number = [line["instance_id"].rpartition("-") for line in sample_lines]
+        write_jsonl(  # convert.py: {org, repo, number, fix_patch} split from <org>__<repo>-<number>
+            run / "output_converted.jsonl",
+            [
+                {
+                    "org": head.split("__")[0],
+                    "repo": head.split("__")[1],
+                    "number": number,
+                    "fix_patch": line["test_result"]["git_patch"],
+                }
+                for (head, _, number), line in zip(org_repo_number, sample_lines, strict=True)
+            ],
+        )
+        lake = Lake(tmp_path / "lake")
+        return run, lake, ingest([run], lake)
+
+    def test_one_trajectory_and_candidate_per_instance_labelled_by_the_line(self, msb, sample_lines):
+        run, lake, report = msb
+        assert lake.read("runs").height == 1
+        assert sorted(lake.read("trajectories")["task_id"]) == sorted(
+            f"multi-swe-bench/{line['instance_id']}" for line in sample_lines
+        )
+        assert lake.read("candidates").height == 3
+        resolved = sample_lines[0]["instance_id"]
+        assert _outcomes(lake) == {
+            (f"multi-swe-bench/{line['instance_id']}", "resolved"): (
+                float(line["instance_id"] == resolved),
+                "harness",
+                "multi-swe-bench",
+            )
+            for line in sample_lines
+        }
+        assert report.ignored[str(run / "output_converted.jsonl")].startswith("openhands-eval-conversion:")
+        # nothing of the run's own files is quarantined (the SWE-bench report's label may be: next test)
+        sources = {
+            Path(r["source_uri"].removeprefix("file://")).name for r in lake.read("quarantine").to_dicts()
+        }
+        assert sources <= {"report.json"}
+
+    def test_a_swe_bench_run_report_labels_no_multi_swe_bench_candidate(self, msb, sample_lines):
+        run, _, report = msb
+        (warning,) = report.warnings
+        assert warning.startswith(
+            f"1 label(s) in {run} matched no candidate of that run (e.g. {sample_lines[0]['instance_id']})"
+        )
 
 
 class TestOutsideAnEvaluationFolder:

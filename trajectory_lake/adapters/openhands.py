@@ -76,6 +76,11 @@ An evaluation run folder (``eval_output_dir``: ``<dataset>/<agent>/<model>_maxit
   (``eval_infer.sh`` moves the harness's log folder there) label the candidates ``resolved`` and
   ``f2p_pass_rate``; the lines of the remote ``output.swebench_eval.jsonl`` carry the run's metadata and
   ``test_result.report``, so they describe the same run, trajectory and candidate, and label it;
+  ``update_output_with_eval.py`` writes the verdict back into each line of ``output.jsonl`` as a top-level
+  ``report``, which labels the candidate where the run's own reports do not (they come first). The harness's
+  reports label the SWE-bench and SWE-Gym families only: multi-swe-bench has a harness of its own (its
+  ``eval_files/dataset/final_report.json`` keys instances ``org/repo:pr-N``), whose verdicts reach the lines
+  through that written-back ``report``;
 * ``logs/instance_<id>.log``, the harness's ``patch.diff``, ``test_output.txt``, ``eval.sh``,
   ``run_instance.log``, ``README.md`` and ``output.jsonl.bak`` are no data files: ``discover`` skips them.
 """
@@ -171,6 +176,9 @@ _EDITOR_OBSERVATIONS = frozenset({"edit", "read", "write"})
 # of every event.
 _EMPTY = (None, {}, [])
 _VERSION_IN_NOTE = re.compile(r"_N_v?(\d+\.\d+(?:\.\d+)?)")
+# Task families whose candidates the SWE-bench harness's reports in the run folder label (SWE-Gym runs are
+# evaluated with OpenHands' swe_bench scripts and the SWE-bench harness too).
+_HARNESS_LABELLED = frozenset({FAMILY, "swe-gym"})
 _SWE_INSTANCE = re.compile(r"^[A-Za-z0-9_.-]+__[A-Za-z0-9_.-]+-\d+$")
 
 
@@ -902,6 +910,18 @@ def _eval_task_family(dataset: Any, instance_id: str, path: Path) -> tuple[str, 
     return slug, slug
 
 
+def _eval_report_verdict(report: Any) -> float | None:  # noqa: ANN401 - the line's top-level ``report``
+    """The ``resolved`` verdict that ``update_output_with_eval.py`` (``evaluation/benchmarks/swe_bench`` and
+    ``multi_swe_bench``, ``scripts/eval/``) writes back into each line of ``output.jsonl`` as a top-level
+    ``report`` ``{empty_generation, resolved, failed_apply_patch, error_eval, test_timeout}``, copied from the
+    run's ``report.json`` or ``output.swebench_eval.jsonl`` (multi-swe-bench:
+    ``eval_files/dataset/final_report.json``, its ``org/repo:pr-N`` ids turned into instance ids), else
+    ``None``."""
+    if not isinstance(report, dict) or report.get("resolved") is None:
+        return None
+    return float(as_bool(report["resolved"], what="report.resolved"))
+
+
 def _outcomes_of_test_result(test_result: Mapping[str, Any]) -> dict[str, float]:
     out: dict[str, float] = {}
     report = test_result.get("report")
@@ -1175,8 +1195,15 @@ class OpenHandsEvalOutput(_LineAdapter):
             candidate = make_candidate(trajectory, kind="answer", content=answer)
         if candidate is not None:
             bundle.add("candidates", candidate)
-            labels = dict(group.label(instance_id)) if family == FAMILY else {}
+            # The group's reports are the SWE-bench harness's (report.json, eval_outputs/<id>/report.json),
+            # keyed by SWE-bench instance ids: they label the families it evaluates. Multi-SWE-bench has a
+            # harness of its own, whose reports key instances as org/repo:pr-N in eval_files/dataset/.
+            labels = dict(group.label(instance_id)) if family in _HARNESS_LABELLED else {}
             labels.update(_outcomes_of_test_result(test_result))
+            # The copy written back into the line comes last: the run's own reports are the verdicts.
+            verdict = _eval_report_verdict(record.get("report"))
+            if "resolved" not in labels and verdict is not None:
+                labels["resolved"] = verdict
             for name, value in labels.items():
                 bundle.add(
                     "outcomes",
