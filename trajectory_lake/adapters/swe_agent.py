@@ -46,15 +46,21 @@ Mapping:
   exact model input, a re-rendering of earlier messages) is not stored; ``extra`` records its length;
 * without a ``history`` the steps are rebuilt from ``trajectory`` (an assistant step and an observation
   step per entry);
-* ``info.submission`` is the ``patch`` candidate (an object submission is an ``answer``), labelled by the
-  run's SWE-bench reports (the chosen attempt only: the reports grade what ``preds.json`` holds); a
-  reviewer's ``info.review.accept`` is a ``judge_score`` outcome of the attempt's candidate;
-  ``model_stats`` gives ``cost_usd`` and ``tokens`` (tokens received), the rest of ``info`` stays in
-  ``extra.info``.
+* ``info.submission`` is the candidate: a ``patch`` when it is a diff (or blank), else an ``answer`` (an
+  EnIGMA flag; an object submission too), labelled by the run's SWE-bench reports (the chosen attempt
+  only: the reports grade what ``preds.json`` holds); a reviewer's ``info.review.accept`` is a
+  ``judge_score`` outcome of the attempt's candidate; ``model_stats`` gives ``cost_usd`` and ``tokens``
+  (tokens received), the rest of ``info`` stays in ``extra.info``.
 
-The instance id comes from ``replay_config.problem_statement.id``, else the file stem (the documented
-name is ``<instance_id>.traj``), else, for renamed files, the container's working directory
-(``/<owner>__<repo>``) joined with the ``<repo>-<number>`` the stem ends with. The model comes from
+EnIGMA (0.7) CTF trajectories, told by their instance message ("We're currently solving the following
+CTF challenge..."), are of domain ``ctf``; their submission is the flag, and their task prompt the
+challenge text before ``INSTRUCTIONS:``. SWE tasks take the issue text: ``replay_config``'s problem
+statement, else the instance message's ``ISSUE:`` (0.x) or ``<pr_description>`` (1.x) part.
+
+The instance id comes from ``replay_config.problem_statement.id``, else the file stem when it is a
+SWE-bench id (the documented name is ``<instance_id>.traj``), else, for renamed files, the container's
+working directory (``/<owner>__<repo>``) joined with the ``<repo>-<number>`` the stem ends with, else the
+stem (EnIGMA names files after the challenge). The model comes from
 ``replay_config.agent.model.name`` (a RetryAgent config's first ``agent_configs`` entry), else from a 0.x
 run directory name (``<model>__<data>__<config>__t-…__p-…__c-…__install-…``); a file that names no model
 does not borrow one from another file of its directory.
@@ -111,6 +117,14 @@ __all__ = ["SweAgentTrajectory"]
 
 HARNESS = "swe-agent"
 _ISSUE = re.compile(r"ISSUE:\n(.*?)\n+INSTRUCTIONS:", re.S)
+# 1.x default instance template: "... Consider the following PR description:\n\n<pr_description>\n...".
+_PR_DESCRIPTION = re.compile(r"<pr_description>\s*(.*?)\s*</pr_description>", re.S)
+# EnIGMA (0.7) CTF instance template: "We're currently solving the following CTF challenge. The CTF challenge
+# is a <category> problem named "<name>", worth <points> points. The description is:\n...\n\nINSTRUCTIONS:".
+_CTF = re.compile(r"We're currently solving the following CTF challenge\b")
+_INSTRUCTIONS = re.compile(r"\n+INSTRUCTIONS:")
+# A unified diff (what SWE-agent's submit writes: `git diff --cached`), as opposed to an EnIGMA flag.
+_DIFF = re.compile(r"^(?:diff --git |--- \S|\+\+\+ \S|@@ -\d)", re.M)
 _WORKDIR = re.compile(r"^([A-Za-z0-9_.-]+)__([A-Za-z0-9_.-]+)$")
 _RUN_NAME_0X = re.compile(r"^(?P<model>[^_].*?)__.+?__.+?__t-[\d.]+__p-[\d.]+__c-[\d.]+__install-\d+")
 _STEP_MARKERS = (b'"trajectory"', b'"observation"', b'"thought"')
@@ -304,7 +318,9 @@ class SweAgentTrajectory(Adapter):
             exit_status = place.batch_exit_status(instance_id)
             if exit_status is not None:
                 read_beside["exit_status"] = _EXIT_STATUSES
-        prompt = _problem_text(replay, history)
+        instance_text = _instance_message(history)
+        prompt = _problem_text(replay, instance_text)
+        domain = "ctf" if instance_text is not None and _CTF.match(instance_text.lstrip()) else "swe"
         task_id = resolve_task_id(harness=HARNESS, instance_id=instance_id, prompt=prompt)
         is_swe = is_swe_instance(instance_id)
         run = make_run(
@@ -334,7 +350,7 @@ class SweAgentTrajectory(Adapter):
         trajectory = make_trajectory(
             run=run,
             task_id=task_id,
-            domain="swe",
+            domain=domain,
             source_format=f"{self.name}:{'v1' if read_beside or _is_v1(data, context) else '0.x'}",
             source_uri=source.uri,
             source_sha256=source.sha256,
@@ -356,7 +372,7 @@ class SweAgentTrajectory(Adapter):
                 "tasks",
                 make_task(
                     task_id=task_id,
-                    domain="swe",
+                    domain=domain,
                     benchmark=None,
                     instance_id=instance_id,
                     prompt=prompt,
@@ -366,7 +382,8 @@ class SweAgentTrajectory(Adapter):
         submission = info.get("submission")
         candidate = None
         if isinstance(submission, str):
-            candidate = make_candidate(trajectory, kind="patch", content=submission)
+            kind = "patch" if not submission.strip() or _DIFF.search(submission) else "answer"
+            candidate = make_candidate(trajectory, kind=kind, content=submission)
         elif isinstance(submission, dict):
             candidate = make_candidate(
                 trajectory, kind="answer", content=json.dumps(submission, ensure_ascii=False)
@@ -578,13 +595,11 @@ def _instance_id(source: SourceFile, replay: dict[str, Any], entries: list[dict[
             if number:
                 return f"{match.group(0)}-{number.group(1)}"
         break
-    return None
+    return stem or None  # not a SWE-bench id: an EnIGMA challenge, a GitHub issue (<owner>__<repo>-i<n>)
 
 
-def _problem_text(replay: dict[str, Any], history: list[dict[str, Any]]) -> str | None:
-    problem = replay.get("problem_statement")
-    if isinstance(problem, dict) and isinstance(problem.get("text"), str) and problem["text"].strip():
-        return problem["text"]
+def _instance_message(history: list[dict[str, Any]]) -> str | None:
+    """The text of the first user message that is no demonstration: the instance template, filled in."""
     for message in history:
         if message.get("role") == "user" and not message.get("is_demo"):
             text = _content_text(message.get("content"))
@@ -592,9 +607,26 @@ def _problem_text(replay: dict[str, Any], history: list[dict[str, Any]]) -> str 
                 text = "\n".join(
                     p["text"] for p in text or [] if isinstance(p, dict) and isinstance(p.get("text"), str)
                 )
-            match = _ISSUE.search(text)
-            return (match.group(1) if match else text).strip() or None
+            return text
     return None
+
+
+def _problem_text(replay: dict[str, Any], instance_text: str | None) -> str | None:
+    """The task: ``replay_config``'s problem statement, else the instance message's issue part (``ISSUE:``,
+    ``<pr_description>``), its challenge part (EnIGMA, before ``INSTRUCTIONS:``), or the whole message."""
+    problem = replay.get("problem_statement")
+    if isinstance(problem, dict) and isinstance(problem.get("text"), str) and problem["text"].strip():
+        return problem["text"]
+    if instance_text is None:
+        return None
+    match = _ISSUE.search(instance_text) or _PR_DESCRIPTION.search(instance_text)
+    if match:
+        text = match.group(1)
+    elif _CTF.match(instance_text.lstrip()):
+        text = _INSTRUCTIONS.split(instance_text, maxsplit=1)[0]
+    else:
+        text = instance_text
+    return text.strip() or None
 
 
 def _content_text(content: Any) -> Any:  # noqa: ANN401 - text or content parts
