@@ -1095,3 +1095,47 @@ class TestSweAgentTaskPrompt:
         (task,) = lake.read("tasks").to_dicts()
         assert task["prompt"] == problem.strip()
         assert lake.read("trajectories")["domain"].to_list() == ["swe"]
+
+
+class TestSweAgentDetectionOfUpstreamShapes:
+    """Every shape built above is detected as SWE-agent's (no adapter earlier in the order claims it), and
+    the one too plain to tell by content, ``{"attempts": []}``, is claimed only under a ``.traj`` name."""
+
+    @pytest.mark.parametrize(
+        "build",
+        [
+            pytest.param(lambda t: {"attempts": _attempts(t)}, id="retry-unchosen"),
+            pytest.param(lambda t: {"attempts": _attempts(t), **_attempts(t)[1]}, id="retry-chosen"),
+            pytest.param(
+                lambda t: _ended_on_error(t, "Exit due to context window", "exit_context", None), id="exit"
+            ),
+            pytest.param(lambda t: _ctf_trajectory(), id="ctf"),
+            pytest.param(lambda t: {"attempts": []}, id="retry-unstarted"),
+        ],
+    )
+    def test_each_upstream_shape_is_detected_as_swe_agent(self, trajs, tmp_path, build):
+        path = tmp_path / f"{IID}.traj"
+        path.write_text(json.dumps(build(trajs), indent=2), encoding="utf-8")
+        adapter = detect(SourceFile(path=path, data=path.read_bytes()))
+        assert adapter is not None and adapter.name == "swe-agent"
+
+    @pytest.mark.parametrize("name", ["attempts.json", "result.json", "run.jsonl"])
+    def test_an_empty_attempts_list_under_another_name_is_not_claimed(self, tmp_path, name):
+        path = tmp_path / name
+        path.write_text(json.dumps({"attempts": []}), encoding="utf-8")
+        assert not SweAgentTrajectory.sniff(SourceFile(path=path, data=path.read_bytes()))
+
+    def test_a_config_yaml_that_is_no_swe_agent_config_is_not_read_beside_a_trajectory(
+        self, swe_dir, tmp_path
+    ):
+        run = tmp_path / "gpt4__SWE-bench_Lite__default__t-0.00__p-0.95__c-3.00__install-1"
+        run.mkdir()
+        shutil.copy(swe_dir / OLD, run / "pydicom__pydicom-1458.traj")
+        (run / "config.yaml").write_text(yaml.dump({"lint": {"line-length": 100}}), encoding="utf-8")
+        (run / "pydicom__pydicom-1458.config.yaml").write_text("{not: [valid yaml", encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([run], lake)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert (trajectory["source_format"], trajectory["model"]) == ("swe-agent:0.x", "gpt4")
+        assert "read_beside" not in _extra(trajectory)
+        assert "replay_config" not in _extra(trajectory)

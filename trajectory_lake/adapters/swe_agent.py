@@ -134,6 +134,7 @@ _TRAJECTORY_STEP_KEYS = ("execution_time", "state", "extra_info")
 _ATTEMPT_DIR = re.compile(r"^attempt_(\d+)$")
 _BATCH_CONFIG = "run_batch.config.yaml"
 _EXIT_STATUSES = "run_batch_exit_statuses.yaml"
+_RUN_SINGLE_KEYS = ("agent", "problem_statement", "env")
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -484,7 +485,8 @@ class _Place:
     def _instance_config(self) -> tuple[dict[str, Any], str | None]:
         for name in (self.path.name.removesuffix(".traj") + ".config.yaml", "config.yaml"):
             found = _config_file(self.instance_dir / name)
-            if isinstance(found, dict) and found:
+            # A RunSingleConfig, not any config.yaml that happens to lie beside a trajectory.
+            if isinstance(found, dict) and any(isinstance(found.get(k), dict) for k in _RUN_SINGLE_KEYS):
                 return found, name
         return {}, None
 
