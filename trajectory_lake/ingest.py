@@ -13,6 +13,11 @@ Contract:
 * each table gets at most one commit per ingest, carrying ``harvest.ingest_id``, the adapters, the
   sources and the tool version as commit metadata; a crash between commits leaves every table
   readable, and running the ingest again writes exactly the missing rows;
+* a report labels the candidates of its run: those read in its run group, else (a report ingested
+  after its predictions, or from the harness's log folder) those of its run in the lake or elsewhere in
+  this ingest, by the rule of :mod:`trajectory_lake._late_labels`, with the outcome ids a joint read
+  gives; a label no candidate takes is quarantined (with its run named, and ambiguous runs never guessed
+  between), and the ingest that later writes its candidate attaches it;
 * counts reconcile per table: ``read = written + duplicate + quarantined``.
 """
 
@@ -39,6 +44,7 @@ import pyarrow as pa
 
 from trajectory_lake._hashing import stable_id
 from trajectory_lake._json import loads
+from trajectory_lake._late_labels import StagedRows, attach, unmatched_labels, waiting_labels
 from trajectory_lake._secrets import without_secrets
 from trajectory_lake.adapters import Adapter, RunGroup, SourceFile, detect, run_dir_of
 from trajectory_lake.exceptions import SchemaMismatchError
@@ -100,7 +106,8 @@ class IngestReport:
         ignored: files an adapter recognised as a known harness file but that hold nothing of their own to
             ingest (a lock file, a debug log of calls the trajectory already has, metadata read with the
             file it describes), by path, with the reason.
-        warnings: things a user should know (labels that matched no candidate, ...).
+        warnings: things a user should know (labels that matched no candidate of their run, or several
+            runs, and were quarantined, ...).
     """
 
     ingest_id: str
@@ -231,8 +238,14 @@ def ingest(
     report = IngestReport(ingest_id=str(uuid.uuid4()), lake=lake.uri, skipped=[str(p) for p in skipped])
     with tempfile.TemporaryDirectory(prefix="harvest-ingest-") as staging_dir:
         writer = _Writer(lake, report, Path(staging_dir), max_raw_bytes, commit_bytes)
-        groups = _group(files, report, writer)
+        origins: dict[Path, dict[str, tuple[SourceFile, Adapter]]] = {}
+        groups = _group(files, report, writer, origins)
         _read_submissions(groups, report, writer)
+        # Labels an earlier ingest could not place; this one's candidates of their instances, and of the
+        # instances its own reports label, are noted as they are staged (see _late_labels).
+        waiting = waiting_labels(lake, read=report.sources)
+        writer.staged_rows = StagedRows([*(i for g, _ in groups for i in g.labels),
+                                         *(i for item in waiting for i in item.labels)])
         # Every (file, adapter) of every group, richest formats first: the first description of an
         # entity wins, so a full trajectory beats a bare prediction and a dataset's task row beats a
         # prompt recovered from a trajectory.
@@ -251,13 +264,14 @@ def ingest(
                     writer.flush()
                     pending = 0
             source.release()
-        for group, _ in groups:
-            unmatched = sorted(set(group.labels) - group.matched)
-            if unmatched:
-                report.warnings.append(
-                    f"{len(unmatched)} label(s) in {group.key} matched no candidate of that run "
-                    f"(e.g. {', '.join(unmatched[:3])})"
-                )
+        writer.flush()  # everything read is staged, so the late labels see this ingest's candidates
+        late = [item for group, _ in groups if (item := unmatched_labels(group, origins.get(group.key, {})))]
+        attached = attach([*late, *waiting], writer.staged_rows, lake)
+        for source, adapter, bundle in attached.outcomes:
+            writer.add(source, adapter, [bundle])
+        for source, adapter, marker in attached.quarantined:
+            writer.quarantine(source, adapter.name, marker)
+        report.warnings.extend(attached.warnings)
         writer.commit()
     return report
 
@@ -495,11 +509,13 @@ def _line_breaks(data: bytes, previous: bytes) -> int:
 
 
 def _group(
-    files: list[Path], report: IngestReport, writer: _Writer
+    files: list[Path], report: IngestReport, writer: _Writer,
+    origins: dict[Path, dict[str, tuple[SourceFile, Adapter]]],
 ) -> list[tuple[RunGroup, list[tuple[SourceFile, Adapter]]]]:
     """Detect every file's format and gather files into run groups (labels and run hints resolved).
 
-    Each file's bytes are released after detection; they are read again when its records are.
+    Each file's bytes are released after detection; they are read again when its records are. The file
+    (and adapter) each label of a group is first read from goes to ``origins[group.key]``.
     """
     groups: dict[Path, tuple[RunGroup, list[tuple[SourceFile, Adapter]]]] = {}
     for path in files:
@@ -537,6 +553,7 @@ def _group(
             else:
                 instance_id, outcome = item
                 group.labels.setdefault(instance_id, {}).update(outcome)
+                origins.setdefault(key, {}).setdefault(instance_id, (source, adapter))
         source.release()
         members.append((source, adapter))
     return list(groups.values())
@@ -629,6 +646,8 @@ class _Writer:
         # Sessions that grew since they were ingested (a rollout file appended to): their trajectory and
         # candidate rows replace the lake's, by key.
         self.grown: dict[str, dict[str, dict[str, Any]]] = {table: {} for table in _GROWTH}
+        # What of the staged rows a label read apart from its candidates may attach to (_late_labels).
+        self.staged_rows = StagedRows(())
 
     # -- intake ---------------------------------------------------------------------------------
 
@@ -807,6 +826,7 @@ class _Writer:
     def _stage(self, table: str, rows: pa.Table) -> None:
         if rows.num_rows == 0:
             return
+        self.staged_rows.saw(table, rows)
         if table not in self.writers:
             self.writers[table] = pa.ipc.new_stream(str(self.staging / f"{table}.arrows"), rows.schema)
         self.writers[table].write_table(rows)

@@ -317,7 +317,7 @@ class TestMoatlessSeveralFinishedBranches:
         assert (
             _candidate(lake, rows[7]["trajectory_id"])["content"] == "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
         )
-        assert report.total("quarantined") == 0
+        assert report.total("quarantined") == report.counts["outcomes"].quarantined  # the run's label alone
 
     def test_no_branch_takes_the_runs_label_nor_attempt_zero(self, branched):
         lake, report = branched
@@ -325,6 +325,10 @@ class TestMoatlessSeveralFinishedBranches:
         outcomes = lake.read("outcomes")
         assert outcomes.filter(pl.col("name") == "resolved").height == 0
         assert report.warnings and "matched no candidate" in report.warnings[0]
+        # not lost: kept in quarantine, as waiting for the run's submitted patch
+        (row,) = lake.read("quarantine").to_dicts()
+        assert row["error"].startswith("swebench-report: label waiting for its candidate: run 'run' ")
+        assert json.loads(row["raw"]) == {IID: {"resolved": 1.0}}
 
     def test_a_value_function_reward_is_a_judge_score(self, branched):
         lake, _ = branched

@@ -1,0 +1,242 @@
+"""SWE-bench reports ingested apart from their predictions (``trajectory_lake._late_labels``).
+
+Under test: a report read in another ingest than its run's predictions (after them, or before them), or
+from the harness's own log folder, labels the run's candidates with the outcomes a joint read gives (same
+ids, same values), exactly once; a report whose run the lake does not hold, or whose run several runs could
+be, writes no outcome, warns, and keeps its labels in quarantine. The predictions and the verdicts are real
+(``../shared/data/swebench-lite/candidates``): the reports are built from the verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from tests.trajectory_lake._helpers import comparable_rows, read_jsonl, unreconciled, write_jsonl
+from trajectory_lake import IngestReport, Lake, ingest
+
+SYSTEM = "20240609_moatless_gpt4o"
+MODEL = "openai/gpt-4o"  # as model_name_or_path: the harness's log folder is openai__gpt-4o
+WAITING = "swebench-report: label waiting for its candidate: "
+
+
+@pytest.fixture(scope="module")
+def lines(shared_data: Path) -> list[dict[str, Any]]:
+    """Twelve real predictions of one system, with their harness verdicts (both kinds)."""
+    rows = read_jsonl(shared_data / "swebench-lite" / "candidates" / f"{SYSTEM}.jsonl")[:12]
+    assert {r["resolved"] for r in rows} == {True, False}
+    return rows
+
+
+def _entry(resolved: bool) -> dict[str, Any]:
+    """An instance's entry of a per-instance ``report.json`` (``grading.get_eval_report``)."""
+    return {"patch_is_None": False, "patch_exists": True, "patch_successfully_applied": True,
+            "resolved": resolved, "tests_status": {}}
+
+
+def _predictions(folder: Path, lines: list[dict[str, Any]]) -> Path:
+    """``<folder>/all_preds.jsonl``: the lines as a harness gets them (no verdict, no system)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return write_jsonl(folder / "all_preds.jsonl", [
+        {"instance_id": r["instance_id"], "model_name_or_path": MODEL, "model_patch": r["model_patch"]}
+        for r in lines
+    ])
+
+
+def _reports(logs: Path, lines: list[dict[str, Any]]) -> Path:
+    """``<logs>/<instance_id>/report.json`` for each line, its verdict as the harness wrote it."""
+    for r in lines:
+        (logs / r["instance_id"]).mkdir(parents=True)
+        report = {r["instance_id"]: _entry(r["resolved"])}
+        (logs / r["instance_id"] / "report.json").write_text(json.dumps(report))
+    return logs
+
+
+def _verdicts(lake: Lake) -> dict[str, float]:
+    """instance id -> the ``resolved`` outcome of its candidate."""
+    outcomes = lake.read("outcomes").filter(pl.col("name") == "resolved")
+    return {row["task_id"].removeprefix("swe-bench/"): row["value"] for row in outcomes.iter_rows(named=True)}
+
+
+def _expected(lines: list[dict[str, Any]]) -> dict[str, float]:
+    return {r["instance_id"]: float(r["resolved"]) for r in lines}
+
+
+@pytest.fixture(scope="module")
+def joint(lines: list[dict[str, Any]], tmp_path_factory: pytest.TempPathFactory) -> Lake:
+    """The reference: a submission folder (predictions + ``logs/``) read in one ingest."""
+    run = tmp_path_factory.mktemp("joint") / SYSTEM
+    _predictions(run, lines)
+    _reports(run / "logs", lines)
+    lake = Lake(run.parent / "lake")
+    report = ingest([run], lake)
+    assert report.warnings == [] and _verdicts(lake) == _expected(lines)
+    return lake
+
+
+def _ingest(lake: Lake, *paths: Path) -> IngestReport:
+    report = ingest(list(paths), lake)
+    assert unreconciled(report) == {}
+    return report
+
+
+class TestReportAfterItsPredictions:
+    def test_its_labels_are_the_outcomes_a_joint_ingest_writes(self, lines, joint, tmp_path):
+        run = tmp_path / SYSTEM
+        lake = Lake(tmp_path / "lake")
+        _ingest(lake, _predictions(run, lines))
+        assert lake.read("outcomes").height == 0
+        report = _ingest(lake, _reports(run / "logs", lines))
+        assert report.warnings == []
+        assert (report.counts["outcomes"].written, report.total("quarantined")) == (len(lines), 0)
+        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
+        assert list(report.versions) == ["outcomes", "ingests"]  # one commit for the labels
+
+    def test_ingesting_the_report_again_adds_nothing(self, lines, tmp_path):
+        run = tmp_path / SYSTEM
+        lake = Lake(tmp_path / "lake")
+        _ingest(lake, _predictions(run, lines))
+        _ingest(lake, _reports(run / "logs", lines))
+        again = _ingest(lake, run / "logs")
+        assert (again.counts["outcomes"].written, again.counts["outcomes"].duplicate) == (0, len(lines))
+        assert lake.read("outcomes").height == len(lines)
+
+    def test_the_harness_log_folder_labels_the_run_of_its_model(self, lines, joint, tmp_path):
+        """``logs/run_evaluation/<run_id>/<model_name_or_path with / as __>/<instance_id>/report.json``."""
+        lake = Lake(tmp_path / "lake")
+        _ingest(lake, _predictions(tmp_path / "predictions" / SYSTEM, lines))
+        logs = _reports(tmp_path / "logs" / "run_evaluation" / "eval-1" / MODEL.replace("/", "__"), lines)
+        report = _ingest(lake, logs)
+        assert report.warnings == []
+        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
+
+    def test_the_harness_log_folder_read_with_the_predictions_labels_them(self, lines, joint, tmp_path):
+        """In one ingest: the run's candidates are this ingest's, not yet the lake's."""
+        lake = Lake(tmp_path / "lake")
+        predictions = _predictions(tmp_path / "predictions" / SYSTEM, lines)
+        logs = _reports(tmp_path / "logs" / "run_evaluation" / "eval-1" / MODEL.replace("/", "__"), lines)
+        report = _ingest(lake, predictions, logs)
+        assert report.warnings == []
+        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
+
+    def test_a_summary_report_in_the_run_folder_labels_its_predictions(self, lines, joint, tmp_path):
+        """The run summary (``<model>.<run_id>.json``: ``resolved_ids``...), moved beside the predictions."""
+        run = tmp_path / SYSTEM
+        lake = Lake(tmp_path / "lake")
+        _ingest(lake, _predictions(run, lines))
+        summary = {"resolved_ids": [r["instance_id"] for r in lines if r["resolved"]],
+                   "unresolved_ids": [r["instance_id"] for r in lines if not r["resolved"]],
+                   "completed_ids": [r["instance_id"] for r in lines]}
+        path = run / "openai__gpt-4o.eval-1.json"
+        path.write_text(json.dumps(summary))
+        report = _ingest(lake, path)
+        assert report.warnings == [] and _verdicts(lake) == _expected(lines)
+        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
+
+
+class TestReportBeforeItsPredictions:
+    """The report waits in quarantine (raw: its labels); the ingest of the predictions attaches it."""
+
+    def test_its_labels_wait_in_quarantine_then_attach_to_the_predictions(self, lines, joint, tmp_path):
+        run = tmp_path / SYSTEM
+        lake = Lake(tmp_path / "lake")
+        first = _ingest(lake, _reports(run / "logs", lines))
+        assert lake.read("outcomes").height == 0
+        counts = first.counts["outcomes"]
+        assert (counts.read, counts.written, counts.quarantined) == (len(lines), 0, len(lines))
+        assert len(first.warnings) == 1 and "matched no candidate of that run" in first.warnings[0]
+        waiting = lake.read("quarantine")
+        assert waiting["error"].str.starts_with(WAITING).all()
+        assert {k: v for raw in waiting["raw"] for k, v in json.loads(raw).items()} == {
+            iid: {"resolved": value} for iid, value in _expected(lines).items()
+        }
+        second = _ingest(lake, _predictions(run, lines))
+        assert second.warnings == []
+        assert second.counts["outcomes"].written == len(lines)
+        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
+        assert lake.read("quarantine").height == len(lines)  # the record of the first ingest stays
+
+    def test_predictions_of_part_of_the_instances_attach_those_the_rest_keep_waiting(self, lines, tmp_path):
+        run = tmp_path / SYSTEM
+        lake = Lake(tmp_path / "lake")
+        _ingest(lake, _reports(run / "logs", lines))
+        _ingest(lake, _predictions(run, lines[:5]))
+        assert _verdicts(lake) == _expected(lines[:5])
+        (run / "all_preds.jsonl").unlink()
+        _ingest(lake, _predictions(run, lines))
+        assert _verdicts(lake) == _expected(lines)
+        assert lake.read("quarantine").height == len(lines)
+
+    def test_another_runs_predictions_do_not_take_them(self, lines, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        _ingest(lake, _reports(tmp_path / SYSTEM / "logs", lines))
+        report = _ingest(lake, _predictions(tmp_path / "another-run", lines))
+        assert lake.read("outcomes").height == 0
+        assert report.warnings == []  # nothing new about the waiting labels: said when they were read
+
+
+class TestReportWithoutItsRun:
+    def test_a_report_naming_a_run_the_lake_lacks_warns_and_waits_in_quarantine(self, lines, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        _ingest(lake, _predictions(tmp_path / "another-run", lines))
+        report = _ingest(lake, _reports(tmp_path / SYSTEM / "logs", lines))
+        assert lake.read("outcomes").height == 0
+        (warning,) = report.warnings
+        assert warning.startswith(f"{len(lines)} label(s) in {tmp_path / SYSTEM} matched no candidate")
+        rows = lake.read("quarantine")
+        assert rows.height == len(lines) and set(rows["table"]) == {"outcomes"}
+        assert rows["error"].str.starts_with(f"{WAITING}run {SYSTEM!r} has no submitted patch for ").all()
+        assert set(rows["source_uri"]) == {
+            (tmp_path / SYSTEM / "logs" / r["instance_id"] / "report.json").as_uri() for r in lines
+        }
+
+    def test_two_runs_of_the_harness_folders_model_are_not_guessed_between(self, lines, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        _ingest(lake, _predictions(tmp_path / "run-a", lines), _predictions(tmp_path / "run-b", lines))
+        logs = _reports(tmp_path / "logs" / "run_evaluation" / "eval-1" / MODEL.replace("/", "__"), lines)
+        report = _ingest(lake, logs)
+        assert lake.read("outcomes").height == 0
+        (warning,) = report.warnings
+        assert "not attached: 2 runs match" in warning and "'run-a'" in warning and "'run-b'" in warning
+        rows = lake.read("quarantine")
+        assert rows.height == len(lines)
+        assert rows["error"].str.starts_with("swebench-report: label not attached: several runs match").all()
+        assert rows["error"].str.contains("'run-a'").all() and rows["error"].str.contains("'run-b'").all()
+
+    def test_a_run_named_like_the_folder_and_the_models_run_are_not_guessed_between(self, lines, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        model_dir = MODEL.replace("/", "__")
+        first, second = lines[:6], lines[6:]
+        _ingest(lake, _predictions(tmp_path / "run-a", first))
+        named = tmp_path / "other" / model_dir
+        named.mkdir(parents=True)
+        write_jsonl(named / "all_preds.jsonl", [
+            {"instance_id": r["instance_id"], "model_name_or_path": "other", "model_patch": r["model_patch"]}
+            for r in second
+        ])
+        _ingest(lake, named)
+        report = _ingest(lake, _reports(tmp_path / "logs" / "run_evaluation" / "eval-1" / model_dir, lines))
+        assert lake.read("outcomes").height == 0
+        assert len(report.warnings) == 1 and "not attached: 2 runs match" in report.warnings[0]
+
+
+class TestPerLeafReportWithoutItsTree:
+    def test_a_leafs_label_is_quarantined_with_its_reason_and_never_waits(self, lines, tmp_path):
+        """moatless 2025's ``<instance>/evaluation/node_<id>/report.json`` labels a branch of the tree beside
+        it: without the tree there is nothing in the lake it could be for."""
+        iid = lines[0]["instance_id"]
+        lake = Lake(tmp_path / "lake")
+        _ingest(lake, _predictions(tmp_path / "run", lines))
+        leaf = tmp_path / "run" / iid / "evaluation" / "node_6"
+        leaf.mkdir(parents=True)
+        (leaf / "report.json").write_text(json.dumps({iid: _entry(True)}))
+        report = _ingest(lake, leaf / "report.json")
+        assert lake.read("outcomes").height == 0
+        (row,) = lake.read("quarantine").to_dicts()
+        assert row["locator"] == f"$['{iid}@node_6']"
+        assert "matched no branch of the tree" in row["error"] and "waiting" not in row["error"]
+        assert report.warnings[0].endswith("quarantined with the reason")

@@ -1,0 +1,378 @@
+"""Labels read apart from their candidates: a SWE-bench report ingested after (or before) its predictions.
+
+A harness report labels candidates by instance id. Read in the same run group as the run's predictions
+or trajectories, it labels them as they are read (:meth:`RunGroup.label`). The common workflow reads it
+apart: the predictions are ingested when they are generated, the harness runs later, its report is
+ingested then (or from the harness's own log folder, never beside the predictions). Its labels that no
+candidate took as the ingest read them are joined here, at the end of the ingest, to the candidates the
+lake holds (at its current version) and those this ingest writes, and written in the ingest's commits.
+
+**Which run a report is for** (documented and deterministic, never a guess):
+
+* a run whose name is the report's run group's name (:func:`run_dir_of`: ``<run>/report.json``,
+  ``<run>/logs/<instance_id>/report.json`` and ``<run>/results/results.json`` are all for ``<run>``);
+* for the harness's own layout ``logs/run_evaluation/<run_id>/<model>/<instance_id>/report.json``, also a
+  run whose model is ``<model>`` once its ``/`` are written ``__``: ``swebench.harness.run_evaluation``
+  names that folder ``pred["model_name_or_path"].replace("/", "__")`` (checked in the harness source).
+
+**Which candidate a label is for**: the run's submitted patch on the task, the ``patch`` candidate of its
+rollout ``attempt=0`` (every SWE adapter gives the submitted rollout attempt 0, so a prediction and a
+trajectory of it agree). Its id follows from the run and the task, and the outcome is built by
+:func:`make_outcome` with the evaluator and source of a report read with its predictions: ingesting the
+report and the predictions together, one after the other in either order, or again, writes the same
+outcome rows once.
+
+Among the runs that match and hold a candidate of one of the report's instances (all of them, including
+those its own group labelled as it was read):
+
+* one: each label whose candidate exists becomes its outcomes;
+* several: nothing is guessed; each label is quarantined as ambiguous, with the runs named, and the
+  ingest warns;
+* a label with no candidate (no run holds one, or the one run has none for that instance) is quarantined
+  as *waiting* (``WAITING`` in its error; raw: ``{instance_id: {outcome: value}}``) and the ingest warns.
+  Every later ingest looks up the waiting labels whose instances it writes candidates of, and attaches
+  those whose run now holds their candidate by the same rule. The quarantine row stays: it records what
+  the earlier ingest could not place (its counts said so), and re-attaching adds nothing.
+
+A per-leaf report of a moatless search tree (``node_label``) labels a branch of the tree read with it and
+is never looked up in the lake: unmatched, it is quarantined (not waiting) with that reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from trajectory_lake._hashing import canonical_json
+from trajectory_lake._json import loads
+from trajectory_lake.adapters import ADAPTERS, Adapter, RunGroup, SourceFile, run_dir_of
+from trajectory_lake.adapters.swebench import FAMILY, REPORT_EVALUATOR
+from trajectory_lake.lake import Lake
+from trajectory_lake.records import (
+    Bundle,
+    Quarantined,
+    make_candidate,
+    make_outcome,
+    make_trajectory,
+    task_id_for,
+)
+
+__all__ = [
+    "AMBIGUOUS",
+    "WAITING",
+    "Attachment",
+    "LateLabels",
+    "ReportRun",
+    "StagedRows",
+    "attach",
+    "rollout_candidate_id",
+    "unmatched_labels",
+    "waiting_labels",
+]
+
+# The error of a quarantined label that a later ingest may attach (how waiting_labels finds them again).
+WAITING = "label waiting for its candidate"
+AMBIGUOUS = "label not attached: several runs match"
+_NODE_LABEL = re.compile(r"@node_\d+$")  # adapters._base.node_label: a moatless per-leaf report's label
+_CANDIDATE_COLUMNS = ("candidate_id", "trajectory_id", "task_id", "benchmark")
+_RUN_COLUMNS = ("run_id", "name", "model", "benchmark")
+
+
+@dataclass(frozen=True)
+class ReportRun:
+    """The runs a report's labels are for (see the module docstring).
+
+    Attributes:
+        name: the report's run group's name.
+        model_dir: in the harness's ``logs/run_evaluation/<run_id>/<model>/`` layout, ``<model>``.
+    """
+
+    name: str
+    model_dir: str | None = None
+
+    @classmethod
+    def of(cls, key: Path) -> ReportRun:
+        """The runs the reports of run group ``key`` are for.
+
+        Examples:
+            >>> ReportRun.of(Path("logs/run_evaluation/r1/openai__gpt-4o"))
+            ReportRun(name='openai__gpt-4o', model_dir='openai__gpt-4o')
+            >>> ReportRun.of(Path("evaluation/lite/20240402_sweagent_gpt4"))
+            ReportRun(name='20240402_sweagent_gpt4', model_dir=None)
+        """
+        model_dir = key.name if key.parent.parent.name == "run_evaluation" else None
+        return cls(name=key.name or str(key), model_dir=model_dir)
+
+    def matches(self, name: str | None, model: str | None) -> bool:
+        """Whether the run named ``name``, of ``model``, is one these reports are for.
+
+        Examples:
+            >>> ReportRun("openai__gpt-4o", "openai__gpt-4o").matches("my-run", "openai/gpt-4o")
+            True
+            >>> ReportRun("my-run").matches("my-run", None), ReportRun("my-run").matches("other", "my-run")
+            (True, False)
+        """
+        if name == self.name:
+            return True
+        return self.model_dir is not None and model is not None and model.replace("/", "__") == self.model_dir
+
+    def describe(self) -> str:
+        """How messages name these runs."""
+        if self.model_dir is None:
+            return f"run {self.name!r}"
+        return f"run {self.name!r} (or a run of model {self.model_dir!r}, '/' written '__')"
+
+
+@dataclass
+class LateLabels:
+    """Labels of one report run group that no candidate took as they were read.
+
+    Attributes:
+        key: the report's run group (its directory).
+        run: the runs they are for.
+        labels: instance id -> outcomes, the labels to attach.
+        instances: every instance the group's reports label (the runs that hold a candidate of any of them
+            decide which run the reports are for).
+        origins: instance id -> the file and adapter its label was read by (quarantine rows name the file).
+        waiting: read back from the quarantine (left waiting by an earlier ingest), not from this ingest's
+            files.
+    """
+
+    key: Path
+    run: ReportRun
+    labels: dict[str, dict[str, float]]
+    instances: set[str]
+    origins: dict[str, tuple[SourceFile, Adapter]]
+    waiting: bool = False
+
+
+def rollout_candidate_id(run_id: str, task_id: str) -> str:
+    """The id of a run's submitted patch on a task: the ``patch`` candidate of its rollout ``attempt=0``,
+    built by the builders every adapter uses, so it is the id the candidate was written with."""
+    return _rollout_candidate(run_id, task_id, None)["candidate_id"]
+
+
+def _rollout_candidate(run_id: str, task_id: str, benchmark: str | None) -> dict[str, Any]:
+    """The key columns (``_CANDIDATE_COLUMNS``) of a run's submitted patch on a task."""
+    trajectory = make_trajectory(run={"run_id": run_id}, task_id=task_id, domain="swe", source_format="",
+                                 source_uri=None, source_sha256=None, benchmark=benchmark)
+    candidate = make_candidate(trajectory, kind="patch", content="")
+    return {column: candidate[column] for column in _CANDIDATE_COLUMNS}
+
+
+def unmatched_labels(group: RunGroup, origins: Mapping[str, tuple[SourceFile, Adapter]]) -> LateLabels | None:
+    """The labels of ``group`` no candidate took as the group was read (``None`` if there are none)."""
+    unmatched = sorted(set(group.labels) - group.matched)
+    if not unmatched:
+        return None
+    return LateLabels(
+        key=group.key,
+        run=ReportRun.of(group.key),
+        labels={i: group.labels[i] for i in unmatched},
+        instances={i for i in group.labels if not _NODE_LABEL.search(i)},
+        origins={i: origins[i] for i in unmatched},
+    )
+
+
+def waiting_labels(lake: Lake, *, read: Iterable[str] = ()) -> list[LateLabels]:
+    """The labels earlier ingests left waiting in the quarantine, by report run group, except those of the
+    files in ``read`` (this ingest reads them again: their labels are its own)."""
+    adapters = {adapter.name: adapter for adapter in ADAPTERS if adapter.labels is not Adapter.labels}
+    if not lake.exists("quarantine"):
+        return []
+    rows = (
+        lake.scan("quarantine")
+        .filter(pl.col("adapter").is_in(sorted(adapters)) & (pl.col("table") == "outcomes")
+                & pl.col("error").str.contains(f": {WAITING}: ", literal=True))
+        .select("source_uri", "adapter", "raw")
+        .unique(maintain_order=True)
+        .collect()
+    )
+    skip = set(read)
+    groups: dict[Path, LateLabels] = {}
+    for uri, name, raw in rows.iter_rows():
+        if uri in skip or name not in adapters or not uri.startswith("file://"):
+            continue
+        path = Path(unquote(urlparse(uri).path))
+        key = run_dir_of(path)
+        late = groups.setdefault(key, LateLabels(key=key, run=ReportRun.of(key), labels={}, instances=set(),
+                                                 origins={}, waiting=True))
+        for instance_id, outcomes in loads(raw).items():
+            late.labels[instance_id] = outcomes
+            late.instances.add(instance_id)
+            late.origins[instance_id] = (SourceFile(path=path), adapters[name]())
+    return list(groups.values())
+
+
+class StagedRows:
+    """The rows this ingest stages that late labels may attach to: every run, and the candidates of the
+    instances of ``instances`` (those some report labels), as the writer stages them (:meth:`saw`).
+
+    Of a candidate only its id and benchmark are kept (its other key columns follow from its id's run
+    and task): as much memory as the writer's own key set for deduplication, at most.
+    """
+
+    def __init__(self, instances: Iterable[str]) -> None:
+        self.tasks = sorted({task_id_for(FAMILY, i) for i in instances if not _NODE_LABEL.search(i)})
+        self._wanted = pa.array(self.tasks, pa.string())
+        self.runs: dict[str, dict[str, Any]] = {}
+        self.candidates: dict[str, str | None] = {}  # candidate id -> benchmark
+
+    def saw(self, table: str, rows: pa.Table) -> None:
+        """Note what of ``rows``, staged for ``table``, a late label may need."""
+        if table == "runs":
+            for row in rows.select(list(_RUN_COLUMNS)).to_pylist():
+                self.runs[row["run_id"]] = row
+        elif table == "candidates" and self.tasks:
+            kept = rows.filter(pc.is_in(rows["task_id"], value_set=self._wanted))
+            benchmarks: dict[str | None, str | None] = {}  # one string per benchmark, not one per row
+            ids, values = kept["candidate_id"].to_pylist(), kept["benchmark"].to_pylist()
+            for candidate_id, benchmark in zip(ids, values, strict=True):
+                self.candidates[candidate_id] = benchmarks.setdefault(benchmark, benchmark)
+
+
+@dataclass
+class Attachment:
+    """What :func:`attach` decided: outcome bundles to write, labels to quarantine, warnings to give."""
+
+    outcomes: list[tuple[SourceFile, Adapter, Bundle]] = field(default_factory=list)
+    quarantined: list[tuple[SourceFile, Adapter, Quarantined]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def attach(late: list[LateLabels], staged: StagedRows, lake: Lake) -> Attachment:
+    """Join ``late`` labels to the candidates of their runs (in the lake, or staged by this ingest).
+
+    Waiting labels (:func:`waiting_labels`) are only looked at when this ingest staged a candidate they
+    are for; those still without one stay waiting, with no new row.
+    """
+    out = Attachment()
+    if not late:
+        return out
+    runs = _runs(lake, staged, [item.run for item in late])
+    expected: dict[str, list[tuple[int, str, str]]] = {}  # a candidate id -> each (late index, run, instance)
+    for index, item in enumerate(late):
+        for run in runs:
+            if item.run.matches(run["name"], run["model"]):
+                for instance_id in item.instances:
+                    candidate = rollout_candidate_id(run["run_id"], task_id_for(FAMILY, instance_id))
+                    expected.setdefault(candidate, []).append((index, run["run_id"], instance_id))
+    found = _candidates(lake, staged, expected, {run["benchmark"] for run in runs})
+    # per late item: run id -> instance id -> the run's candidate of that instance
+    held: list[dict[str, dict[str, dict[str, Any]]]] = [{} for _ in late]
+    for candidate_id, benchmark in found.items():
+        for index, run_id, instance_id in expected[candidate_id]:
+            row = _rollout_candidate(run_id, task_id_for(FAMILY, instance_id), benchmark)
+            held[index].setdefault(run_id, {})[instance_id] = row
+    by_id = {run["run_id"]: run for run in runs}
+    for item, holders in zip(late, held, strict=True):
+        if item.waiting and not any(row["candidate_id"] in staged.candidates
+                                    for rows in holders.values() for row in rows.values()):
+            continue  # nothing new for these labels in this ingest
+        _settle(item, holders, by_id, out)
+    return out
+
+
+def _settle(
+    item: LateLabels,
+    holders: dict[str, dict[str, dict[str, Any]]],
+    runs: Mapping[str, dict[str, Any]],
+    out: Attachment,
+) -> None:
+    """Attach ``item``'s labels to the candidates of the one run that holds some, or quarantine them."""
+    if len(holders) > 1:
+        named = ", ".join(sorted(_run_text(runs[run_id]) for run_id in holders))
+        if not item.waiting:
+            reason = (f"{AMBIGUOUS}: {item.run.describe()} matches {named}; put the report in the folder "
+                      "of the run it evaluates and ingest it again")
+            out.quarantined.extend(_quarantined(item, instance_id, reason) for instance_id in item.labels)
+        what = "waiting label(s)" if item.waiting else "label(s)"
+        out.warnings.append(f"{len(item.labels)} {what} in {item.key} not attached: {len(holders)} runs "
+                            f"match its {item.run.describe()}: {named}")
+        return
+    candidates = next(iter(holders.values()), {})
+    missing = []
+    for instance_id, outcomes in item.labels.items():
+        candidate = candidates.get(instance_id)
+        if candidate is None:
+            missing.append(instance_id)
+            continue
+        bundle = Bundle(locator=f"$[{instance_id!r}]")
+        for name, value in outcomes.items():
+            bundle.add("outcomes", make_outcome(candidate, name=name, value=value, source="harness",
+                                                evaluator=REPORT_EVALUATOR))
+        source, adapter = item.origins[instance_id]
+        out.outcomes.append((source, adapter, bundle))
+    if item.waiting or not missing:
+        return
+    for instance_id in missing:
+        if _NODE_LABEL.search(instance_id):
+            reason = ("the label of a search tree's leaf matched no branch of the tree read with it (a "
+                      "per-leaf report labels the tree beside it, never a candidate in the lake)")
+        else:
+            reason = (f"{WAITING}: {item.run.describe()} has no submitted patch for {instance_id!r} in the "
+                      "lake or in this ingest; the ingest that writes it attaches this label")
+        out.quarantined.append(_quarantined(item, instance_id, reason))
+    waiting = not any(_NODE_LABEL.search(instance_id) for instance_id in missing)
+    out.warnings.append(
+        f"{len(missing)} label(s) in {item.key} matched no candidate of that run "
+        f"(e.g. {', '.join(missing[:3])}); "
+        + ("quarantined, waiting for their candidates: an ingest that writes them attaches them" if waiting
+           else "quarantined with the reason")
+    )
+
+
+def _quarantined(item: LateLabels, instance_id: str, reason: str) -> tuple[SourceFile, Adapter, Quarantined]:
+    source, adapter = item.origins[instance_id]
+    raw = canonical_json({instance_id: item.labels[instance_id]})
+    return source, adapter, adapter.quarantine(f"$[{instance_id!r}]", reason, raw)
+
+
+def _run_text(run: Mapping[str, Any]) -> str:
+    model = f", model {run['model']!r}" if run.get("model") else ""
+    return f"{run['name']!r} ({run['run_id']}{model})"
+
+
+def _runs(lake: Lake, staged: StagedRows, keys: list[ReportRun]) -> list[dict[str, Any]]:
+    """The runs (``_RUN_COLUMNS``) of the lake and of this ingest that one of ``keys`` matches, by id."""
+    names = sorted({key.name for key in keys})
+    model_dirs = sorted({key.model_dir for key in keys if key.model_dir is not None})
+    wanted = pl.col("name").is_in(names)
+    if model_dirs:
+        wanted = wanted | pl.col("model").str.replace_all("/", "__", literal=True).is_in(model_dirs)
+    held = lake.scan("runs").filter(wanted).select(_RUN_COLUMNS).collect()
+    rows = {run["run_id"]: run for run in held.to_dicts()}
+    for run_id, run in staged.runs.items():
+        if any(key.matches(run["name"], run["model"]) for key in keys):
+            rows.setdefault(run_id, run)
+    return sorted(rows.values(), key=lambda run: run["run_id"])
+
+
+def _candidates(lake: Lake, staged: StagedRows, ids: Mapping[str, Any],
+                benchmarks: set[str | None]) -> dict[str, str | None]:
+    """The benchmark of each candidate of ``ids`` that this ingest staged or the lake holds, by id.
+
+    The lake is read in the partitions of the runs' benchmarks (and the unknown one) first, where a run's
+    candidates are; ids not found there are looked up in the other partitions, so none is missed.
+    """
+    found = {i: staged.candidates[i] for i in ids if i in staged.candidates}
+    missing = sorted(set(ids) - set(found))
+    if not missing:
+        return found
+    scan = lake.scan("candidates").select("candidate_id", "benchmark")
+    known = sorted(b for b in benchmarks if b is not None)
+    pruned = pl.col("benchmark").is_in(known) | pl.col("benchmark").is_null()
+    for where in (pruned, ~pruned):
+        found.update(scan.filter(where & pl.col("candidate_id").is_in(missing)).collect().iter_rows())
+        missing = sorted(set(missing) - set(found))
+        if not missing:
+            break
+    return found
