@@ -55,6 +55,9 @@ __all__ = [
 ]
 
 ADAPTERS: tuple[type[Adapter], ...] = (
+    # <run>/llm_completions/<instance_id>/*.json of an OpenHands eval run, known by place and head: first, so
+    # the thousands a run logs (each the whole conversation so far) are never parsed by the sniffers below
+    OpenHandsCompletionLog,
     MiniSweAgentTrajectory,
     CodexRollout,  # JSONL of {timestamp, type: session_meta | response_item | event_msg | ..., payload}
     AtifTrajectory,  # {"schema_version": "ATIF-v1.x", session_id, agent, steps}
@@ -79,8 +82,6 @@ ADAPTERS: tuple[type[Adapter], ...] = (
     SweBenchTasks,
     # <run>/X.swebench.jsonl, output_converted.jsonl beside an OpenHands X.jsonl: before SweBenchPredictions
     OpenHandsEvalConversion,
-    # <run>/llm_completions/<instance_id>/*.json of an OpenHands eval run: before OpenAIChatLog
-    OpenHandsCompletionLog,
     SweBenchPredictions,
     SweBenchReport,
     OpenHandsEvalOutput,  # JSONL of EvalOutput {instance_id, test_result, instruction, metadata, history, ...}
