@@ -24,6 +24,8 @@ from trajectory_lake import IngestReport, Lake, ingest
 LITE_TASKS = 210
 LITE_CANDIDATES = 1114
 LITE_SYSTEMS = 6
+# A real SWE-agent 1.x trajectory (function calling, with its replay config) of one instance.
+SWE_AGENT_V1_TRAJ = "sweagent_v1_demo_function_calling_marshmallow-1867.traj"
 
 
 @pytest.fixture(scope="module")
@@ -528,8 +530,7 @@ class TestLeaderboardSubmissionMetadata:
         assert unreconciled(report) == {}
 
     def test_a_trajectorys_own_config_stays_beside_the_submission(self, lines, shared_data, tmp_path):
-        name = "sweagent_v1_demo_function_calling_marshmallow-1867.traj"
-        traj = shared_data / "formats" / "swe-agent-traj" / name
+        traj = shared_data / "formats" / "swe-agent-traj" / SWE_AGENT_V1_TRAJ
 
         def configs(run: Path) -> dict[str | None, dict[str, Any]]:
             """The config of each run (by model) of the submission with the trajectory in its trajs/."""
@@ -596,3 +597,29 @@ class TestReportBesideALabelledSet:
             *((system, row["label_source"], float(row["resolved"])) for system, row in rows.items()),
         ])
         assert report.warnings == []
+
+
+class TestLeaderboardSubmissionTrajectoryFolders:
+    """SWE-agent 1.x writes ``<output_dir>/<instance_id>/<instance_id>.traj``; a submission keeps that as
+    ``<run>/trajs/<instance_id>/<instance_id>.traj``, which ``run_dir_of`` took for a run named ``trajs``:
+    the trajectory and the prediction of the same rollout were two runs' trajectories."""
+
+    def test_the_trajectory_and_the_prediction_of_one_rollout_are_one_trajectory(self, shared_data, tmp_path):
+        iid = "marshmallow-code__marshmallow-1867"
+        source = shared_data / "formats" / "swe-agent-traj" / SWE_AGENT_V1_TRAJ
+        traj = json.loads(source.read_text(encoding="utf-8"))
+        run = tmp_path / "evaluation" / "lite" / "20250101_sweagent"
+        (run / "trajs" / iid).mkdir(parents=True)
+        (run / "trajs" / iid / f"{iid}.traj").write_bytes(source.read_bytes())
+        write_jsonl(run / "all_preds.jsonl", [
+            {"instance_id": iid, "model_name_or_path": "gpt-4o", "model_patch": traj["info"]["submission"]}
+        ])
+        (run / "logs" / iid).mkdir(parents=True)
+        (run / "logs" / iid / "report.json").write_text(json.dumps({iid: _report_entry(True)}))
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run], lake)
+        assert lake.read("runs")["name"].to_list() == [run.name]
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert trajectory["n_steps"] > 0  # the trajectory file's rollout, which the prediction joined
+        assert swe_candidates(lake).select("instance_id", "resolved").rows() == [(iid, 1.0)]
+        assert report.warnings == [] and unreconciled(report) == {}
