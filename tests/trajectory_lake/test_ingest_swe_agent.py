@@ -32,6 +32,7 @@ V1_TEXT = "sweagent_v1_demo_default_marshmallow-1867.traj"
 V1_FC = "sweagent_v1_demo_function_calling_marshmallow-1867.traj"
 PYDICOM = "swe-bench/pydicom__pydicom-1458"
 MARSHMALLOW = "swe-bench/marshmallow-code__marshmallow-1867"
+IID = "marshmallow-code__marshmallow-1867"
 
 
 @pytest.fixture(scope="module")
@@ -272,24 +273,29 @@ class TestSweAgentLabels:
         )
         assert result.warnings == []
 
-    def test_a_prediction_of_the_same_rollout_adds_no_second_trajectory(self, swe_dir, trajs, tmp_path):
+    # SWE-agent 1.x writes the output folder's name as the model (sweagent/run/common.py,
+    # save_predictions), in preds.json and each <iid>/<iid>.pred; other tools write the model itself.
+    @pytest.mark.parametrize("model_name_or_path", ["gpt-4o", "run"])
+    def test_a_prediction_of_the_same_rollout_adds_no_second_trajectory(
+        self, swe_dir, trajs, tmp_path, model_name_or_path
+    ):
         run = tmp_path / "run"
-        run.mkdir()
-        shutil.copy(swe_dir / V1_FC, run / "marshmallow-code__marshmallow-1867.traj")
-        preds = {
-            "marshmallow-code__marshmallow-1867": {
-                "model_name_or_path": "gpt-4o",
-                "model_patch": trajs[V1_FC]["info"]["submission"],
-            }
-        }
-        (run / "preds.json").write_text(json.dumps(preds), encoding="utf-8")
+        (run / IID).mkdir(parents=True)
+        shutil.copy(swe_dir / V1_FC, run / IID / f"{IID}.traj")
+        prediction = {"model_name_or_path": model_name_or_path, "model_patch": trajs[V1_FC]["info"]["submission"]}
+        (run / "preds.json").write_text(json.dumps({IID: prediction}), encoding="utf-8")
+        pred = {"instance_id": IID, **prediction}
+        (run / IID / f"{IID}.pred").write_text(json.dumps(pred), encoding="utf-8")
         lake = Lake(tmp_path / "lake")
         result = ingest([run], lake)
         (trajectory,) = lake.read("trajectories").to_dicts()
         assert trajectory["source_format"] == "swe-agent:v1"
         assert trajectory["n_steps"] == 24
+        assert lake.read("runs").select("name", "model").rows() == [("run", "gpt-4o")]
         assert result.counts["trajectories"].duplicate == 1
         assert result.counts["candidates"].duplicate == 1
+        # the .pred (preds.json's line of this instance) is not a data file: skipped, and listed so
+        assert result.skipped == [str(run / IID / f"{IID}.pred")]
 
 
 def _retry_file(trajs: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -449,7 +455,6 @@ class TestSweAgentIdempotenceAndDetection:
 # is null: the batch hands its config to the RetryAgent, not to the attempt's agent.
 # --------------------------------------------------------------------------------------------------
 
-IID = "marshmallow-code__marshmallow-1867"
 CLAUDE = "claude-3-7-sonnet-20250219"
 RETRY_AGENT = {
     "name": IID,  # run-batch names the agent after the instance

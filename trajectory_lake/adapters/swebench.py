@@ -39,6 +39,7 @@ from trajectory_lake.adapters._base import (
     SourceFile,
     evaluated_node,
     node_label,
+    run_dir_of,
     sample_matches,
 )
 from trajectory_lake.records import (
@@ -321,9 +322,10 @@ class SweBenchPredictions(_RecordAdapter):
         return sample_matches(_sample(source), whole=whole, near=_is_damaged_prediction)
 
     def hints(self, source: SourceFile) -> dict[str, str]:
+        folder = run_dir_of(source.path).name
         for record in _sample(source):
             if isinstance(record, dict) and isinstance(record.get("model_name_or_path"), str):
-                return {"model": record["model_name_or_path"]}
+                return {} if record["model_name_or_path"] == folder else {"model": record["model_name_or_path"]}
         return {}
 
     def _bundle(self, source: SourceFile, group: RunGroup, locator: str, record: dict[str, Any]) -> Bundle:
@@ -346,6 +348,11 @@ class SweBenchPredictions(_RecordAdapter):
             model = record.get("model_name_or_path")
             if model is not None and not isinstance(model, str):  # the run's model: a string or nothing
                 raise ValueError(f"field 'model_name_or_path' must be a string, got {model!r}")
+            if model == group.run_name:
+                # Not a model: SWE-agent 1.x names its output folder here (sweagent/run/common.py,
+                # save_predictions), as many leaderboard submissions do. The run's trajectories name the
+                # model, and the prediction must join their run, not found a second one beside it.
+                model = None
             run = make_run(
                 name=group.run_name,
                 harness=group.run_hints.get("harness"),
