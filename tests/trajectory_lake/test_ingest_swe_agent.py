@@ -282,7 +282,8 @@ class TestSweAgentLabels:
         run = tmp_path / "run"
         (run / IID).mkdir(parents=True)
         shutil.copy(swe_dir / V1_FC, run / IID / f"{IID}.traj")
-        prediction = {"model_name_or_path": model_name_or_path, "model_patch": trajs[V1_FC]["info"]["submission"]}
+        patch = trajs[V1_FC]["info"]["submission"]
+        prediction = {"model_name_or_path": model_name_or_path, "model_patch": patch}
         (run / "preds.json").write_text(json.dumps({IID: prediction}), encoding="utf-8")
         pred = {"instance_id": IID, **prediction}
         (run / IID / f"{IID}.pred").write_text(json.dumps(pred), encoding="utf-8")

@@ -324,8 +324,9 @@ class SweBenchPredictions(_RecordAdapter):
     def hints(self, source: SourceFile) -> dict[str, str]:
         folder = run_dir_of(source.path).name
         for record in _sample(source):
-            if isinstance(record, dict) and isinstance(record.get("model_name_or_path"), str):
-                return {} if record["model_name_or_path"] == folder else {"model": record["model_name_or_path"]}
+            model = record.get("model_name_or_path") if isinstance(record, dict) else None
+            if isinstance(model, str):
+                return {} if model == folder else {"model": model}  # a folder's name is no model
         return {}
 
     def _bundle(self, source: SourceFile, group: RunGroup, locator: str, record: dict[str, Any]) -> Bundle:
