@@ -362,25 +362,28 @@ def _task_rows(tasks: pl.LazyFrame) -> pl.LazyFrame:
                         pl.col("domain").alias("task_domain"))
 
 
-def _tasks_of(scan: pl.LazyFrame, spec: SliceSpec, task_ids: pl.Series,
-              wanted: pl.DataFrame | None) -> pl.DataFrame:
-    """The task rows of ``task_ids``.
+def _with_tasks(core: pl.DataFrame, scan: pl.LazyFrame, spec: SliceSpec,
+                wanted: pl.DataFrame | None) -> pl.LazyFrame:
+    """``core`` joined (left) to the task rows (:func:`_task_rows`) of its ``task_id``.
 
     With a benchmark filter, ``wanted`` holds the task rows of the wanted benchmarks' partitions and the
     unknown one, read whole beside the other tables (on the 100k benchmark lake, half the time of a scan
-    filtered on the ids); ids not found there (a task that another benchmark's dataset described first)
-    are then looked up in the other partitions. Without one (``wanted`` is None), the ids are looked up
-    in the whole table, whose prompts a slice may mostly not need.
+    filtered on the ids), and ``core`` is joined to it at once; ids not found there (a task that another
+    benchmark's dataset described first) are then looked up in the other partitions and the join made
+    again. Without one (``wanted`` is None), the ids are looked up in the whole table, whose prompts a
+    slice may mostly not need.
     """
-    unique = task_ids.unique()
     if wanted is None:
-        return _task_rows(scan.filter(pl.col("task_id").is_in(unique.implode()))).collect(engine=_ENGINE)
-    found = wanted.filter(pl.col("task_id").is_in(unique.implode()))
-    if found.height < len(unique):
-        missing = unique.filter(~unique.is_in(found["task_id"].implode())).implode()
-        rest = scan.filter(~_benchmark_filter(spec) & pl.col("task_id").is_in(missing))
-        found = pl.concat([found, _task_rows(rest).collect(engine=_ENGINE)])
-    return found
+        ids = core["task_id"].unique().implode()
+        wanted = _task_rows(scan.filter(pl.col("task_id").is_in(ids))).collect(engine=_ENGINE)
+        return core.lazy().join(wanted.lazy(), on="task_id", how="left")
+    joined = core.join(wanted.with_columns(_found=pl.lit(True)), on="task_id", how="left")
+    if not joined["_found"].null_count():
+        return joined.lazy().drop("_found")
+    missing = joined.filter(pl.col("_found").is_null())["task_id"].unique().implode()
+    rest = _task_rows(scan.filter(~_benchmark_filter(spec) & pl.col("task_id").is_in(missing)))
+    tasks = pl.concat([wanted, rest.collect(engine=_ENGINE)])
+    return core.lazy().join(tasks.lazy(), on="task_id", how="left")
 
 
 def _status_matches(patterns: tuple[str, ...]) -> pl.Expr:
@@ -452,15 +455,9 @@ def _rows(spec: SliceSpec, scan: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
         core = core.filter(_status_matches(spec.exit_statuses).fill_null(False))
     if spec.exclude_exit_statuses:
         core = core.filter(~_status_matches(spec.exclude_exit_statuses).fill_null(False))
-    core = core.collect(engine=_ENGINE)
-    tasks = _tasks_of(scan["tasks"], spec, core["task_id"], wanted_tasks[0] if wanted_tasks else None)
-    rows = (
-        core.lazy()
-        .join(tasks.lazy(), on="task_id", how="left")
-        .with_columns(benchmark=pl.coalesce("benchmark", "task_benchmark"),
-                      domain=pl.coalesce("task_domain", "domain"))
-        .drop("task_benchmark", "task_domain")
-    )
+    rows = _with_tasks(core.collect(engine=_ENGINE), scan["tasks"], spec, wanted_tasks[0] if wanted_tasks else None)
+    rows = rows.with_columns(benchmark=pl.coalesce("benchmark", "task_benchmark"),
+                             domain=pl.coalesce("task_domain", "domain")).drop("task_benchmark", "task_domain")
     for column, wanted in (("domain", spec.domains), ("benchmark", spec.benchmarks)):
         if wanted:
             rows = rows.filter(pl.col(column).is_in(list(wanted)))
@@ -476,10 +473,9 @@ def _rows(spec: SliceSpec, scan: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
     else:
         rows = rows.with_columns(n_duplicates=pl.lit(1, dtype=pl.UInt32))
     val, test = spec.val_fraction, spec.test_fraction
-    seed = spec.split_seed
     rows = rows.collect(engine=_ENGINE)
     task_ids = rows["task_id"].unique()  # hash each task once, not each candidate
-    buckets = pl.DataFrame({"task_id": task_ids, "_bucket": _task_buckets(task_ids, seed)})
+    buckets = pl.DataFrame({"task_id": task_ids, "_bucket": _task_buckets(task_ids, spec.split_seed)})
     bucket = pl.col("_bucket")
     return rows.lazy().join(buckets.lazy(), on="task_id", how="left").with_columns(
         split=pl.when(bucket < test).then(pl.lit("test"))
