@@ -455,9 +455,10 @@ def _rows(spec: SliceSpec, scan: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
         core = core.filter(_status_matches(spec.exit_statuses).fill_null(False))
     if spec.exclude_exit_statuses:
         core = core.filter(~_status_matches(spec.exclude_exit_statuses).fill_null(False))
-    rows = _with_tasks(core.collect(engine=_ENGINE), scan["tasks"], spec, wanted_tasks[0] if wanted_tasks else None)
-    rows = rows.with_columns(benchmark=pl.coalesce("benchmark", "task_benchmark"),
-                             domain=pl.coalesce("task_domain", "domain")).drop("task_benchmark", "task_domain")
+    core = core.collect(engine=_ENGINE)
+    rows = _with_tasks(core, scan["tasks"], spec, wanted_tasks[0] if wanted_tasks else None).with_columns(
+        benchmark=pl.coalesce("benchmark", "task_benchmark"), domain=pl.coalesce("task_domain", "domain")
+    ).drop("task_benchmark", "task_domain")
     for column, wanted in (("domain", spec.domains), ("benchmark", spec.benchmarks)):
         if wanted:
             rows = rows.filter(pl.col(column).is_in(list(wanted)))
