@@ -10,7 +10,9 @@ lake holds (at its current version) and those this ingest writes, and written in
 **Which run a report is for** (documented and deterministic, never a guess):
 
 * a run whose name is the report's run group's name (:func:`run_dir_of`: ``<run>/report.json``,
-  ``<run>/logs/<instance_id>/report.json`` and ``<run>/results/results.json`` are all for ``<run>``);
+  ``<run>/logs/<instance_id>/report.json`` and ``<run>/results/results.json`` are all for ``<run>``), or
+  ends with ``/`` and that name: OpenHands names an evaluation run after the tail of its folder's path,
+  ``<dataset>/<agent>/<run>``, whose ``report.json`` and ``eval_outputs/`` are for it;
 * for the harness's own layout ``logs/run_evaluation/<run_id>/<model>/<instance_id>/report.json``, also a
   run whose model is ``<model>`` once its ``/`` are written ``__``: ``swebench.harness.run_evaluation``
   names that folder ``pred["model_name_or_path"].replace("/", "__")`` (checked in the harness source).
@@ -119,8 +121,10 @@ class ReportRun:
             True
             >>> ReportRun("my-run").matches("my-run", None), ReportRun("my-run").matches("other", "my-run")
             (True, False)
+            >>> ReportRun("my-run").matches("swe-bench-lite/CodeActAgent/my-run", None)
+            True
         """
-        if name == self.name:
+        if name is not None and name.rpartition("/")[2] == self.name:
             return True
         return self.model_dir is not None and model is not None and model.replace("/", "__") == self.model_dir
 
@@ -345,7 +349,7 @@ def _runs(lake: Lake, staged: StagedRows, keys: list[ReportRun]) -> list[dict[st
     """The runs (``_RUN_COLUMNS``) of the lake and of this ingest that one of ``keys`` matches, by id."""
     names = sorted({key.name for key in keys})
     model_dirs = sorted({key.model_dir for key in keys if key.model_dir is not None})
-    wanted = pl.col("name").is_in(names)
+    wanted = pl.col("name").str.split("/").list.last().is_in(names)  # as ReportRun.matches
     if model_dirs:
         wanted = wanted | pl.col("model").str.replace_all("/", "__", literal=True).is_in(model_dirs)
     held = lake.scan("runs").filter(wanted).select(_RUN_COLUMNS).collect()

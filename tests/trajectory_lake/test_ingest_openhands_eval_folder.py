@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from tests.trajectory_lake._helpers import read_jsonl, table_state, unreconciled, write_jsonl
+from tests.trajectory_lake._helpers import comparable_rows, read_jsonl, table_state, unreconciled, write_jsonl
 from trajectory_lake import IngestReport, Lake, ingest
 
 EVAL_FILE = "official_example_multi_swe_bench_output.jsonl"
@@ -348,6 +348,18 @@ class TestLabelSources:
             (f"swe-bench/{instance_id}", "resolved"): (expected, "harness", "swe-bench")
         }
         assert report.warnings == []
+
+    def test_the_harness_reports_ingested_after_the_output_label_its_candidates(
+        self, ingested, run, tmp_path
+    ):
+        """The usual order: output.jsonl when the inference ends, the folder eval_infer.sh fills in later.
+        The run is named after the tail of its folder's path, which ends with the reports' folder name."""
+        joint, _ = ingested
+        lake = Lake(tmp_path / "lake")
+        ingest([run / "metadata.json", run / "output.jsonl"], lake)
+        report = ingest([run / "report.json", run / "eval_outputs"], lake)
+        assert report.warnings == [] and lake.read("quarantine").height == 0
+        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
 
     def test_eval_infer_remote_results_label_the_same_candidate(self, swe_lines, completion_files, tmp_path):
         # eval_infer.py (remote runtime) writes output.swebench_eval.jsonl: EvalOutput lines with the run's
