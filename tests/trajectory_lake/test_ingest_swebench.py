@@ -279,6 +279,19 @@ class TestPredictionFileLayouts:
         assert sorted(candidates["instance_id"]) == sorted(json.loads(line)["instance_id"] for line in lines)
         assert report.total("quarantined") == 0
 
+    def test_predictions_in_a_folder_named_after_their_model_keep_it_as_the_runs_model(self, lines, tmp_path):
+        """Only the model a trajectory of the run names replaces a model_name_or_path that is the folder's
+        name (SWE-agent 1.x writes its folder's name there); alone, it stays the model, as it always was."""
+        folder = tmp_path / "gpt-4o"
+        folder.mkdir()
+        write_jsonl(folder / "all_preds.jsonl", [
+            {"instance_id": r["instance_id"], "model_name_or_path": "gpt-4o", "model_patch": r["model_patch"]}
+            for r in map(json.loads, lines)
+        ])
+        lake = Lake(tmp_path / "lake")
+        ingest([folder], lake)
+        assert lake.read("runs").select("name", "model").rows() == [("gpt-4o", "gpt-4o")]
+
     def test_a_json_array_of_a_mini_swe_agent_systems_predictions_is_read_as_predictions(
         self, lite_dir, tmp_path
     ):

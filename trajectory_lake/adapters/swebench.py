@@ -326,7 +326,8 @@ class SweBenchPredictions(_RecordAdapter):
         for record in _sample(source):
             model = record.get("model_name_or_path") if isinstance(record, dict) else None
             if isinstance(model, str):
-                return {} if model == folder else {"model": model}  # a folder's name is no model
+                # The folder's name is never offered to the run's other files (see _bundle).
+                return {} if model == folder else {"model": model}
         return {}
 
     def _bundle(self, source: SourceFile, group: RunGroup, locator: str, record: dict[str, Any]) -> Bundle:
@@ -350,10 +351,10 @@ class SweBenchPredictions(_RecordAdapter):
             if model is not None and not isinstance(model, str):  # the run's model: a string or nothing
                 raise ValueError(f"field 'model_name_or_path' must be a string, got {model!r}")
             if model == group.run_name:
-                # Not a model: SWE-agent 1.x names its output folder here (sweagent/run/common.py,
-                # save_predictions), as many leaderboard submissions do. The run's trajectories name the
-                # model, and the prediction must join their run, not found a second one beside it.
-                model = None
+                # Maybe not a model: SWE-agent 1.x names its output folder here (sweagent/run/common.py,
+                # save_predictions). When the run's trajectories name the model, the prediction joins their
+                # run, not found a second one beside it; alone (a folder named after its model), it stays.
+                model = group.run_hints.get("model") or model
             run = make_run(
                 name=group.run_name,
                 harness=group.run_hints.get("harness"),
