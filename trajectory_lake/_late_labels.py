@@ -32,8 +32,9 @@ those its own group labelled as it was read):
   ingest warns;
 * a label with no candidate (no run holds one, or the one run has none for that instance) is quarantined
   as *waiting* (``WAITING`` in its error; raw: ``{instance_id: {outcome: value}}``) and the ingest warns.
-  Every later ingest looks up the waiting labels whose instances it writes candidates of, and attaches
-  those whose run now holds their candidate by the same rule. The quarantine row stays: it records what
+  Every later ingest looks up the waiting labels whose instances it writes candidates of (from the raw, or,
+  where ``max_raw_bytes`` cut it short, from the report file read again), and attaches those whose run now
+  holds their candidate by the same rule. The quarantine row stays: it records what
   the earlier ingest could not place (its counts said so), and re-attaching adds nothing.
 
 A per-leaf report of a moatless search tree (``node_label``) labels a branch of the tree read with it and
@@ -42,6 +43,8 @@ is never looked up in the lake: unmatched, it is quarantined (not waiting) with 
 
 from __future__ import annotations
 
+import ast
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -86,6 +89,8 @@ AMBIGUOUS = "label not attached: several runs match"
 _NODE_LABEL = re.compile(r"@node_\d+$")  # adapters._base.node_label: a moatless per-leaf report's label
 _CANDIDATE_COLUMNS = ("candidate_id", "trajectory_id", "task_id", "benchmark")
 _RUN_COLUMNS = ("run_id", "name", "model", "benchmark")
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -148,6 +153,8 @@ class LateLabels:
         origins: instance id -> the file and adapter its label was read by (quarantine rows name the file).
         waiting: read back from the quarantine (left waiting by an earlier ingest), not from this ingest's
             files.
+        cut: waiting labels whose raw ``max_raw_bytes`` cut short: their outcomes are read again from their
+            report when this ingest writes a candidate of their run (:func:`attach`).
     """
 
     key: Path
@@ -156,6 +163,7 @@ class LateLabels:
     instances: set[str]
     origins: dict[str, tuple[SourceFile, Adapter]]
     waiting: bool = False
+    cut: set[str] = field(default_factory=set)
 
 
 def rollout_candidate_id(run_id: str, task_id: str) -> str:
@@ -196,24 +204,55 @@ def waiting_labels(lake: Lake, *, read: Iterable[str] = ()) -> list[LateLabels]:
         lake.scan("quarantine")
         .filter(pl.col("adapter").is_in(sorted(adapters)) & (pl.col("table") == "outcomes")
                 & pl.col("error").str.contains(f": {WAITING}: ", literal=True))
-        .select("source_uri", "adapter", "raw")
+        .select("source_uri", "adapter", "locator", "raw", "raw_truncated")
         .unique(maintain_order=True)
         .collect()
     )
     skip = set(read)
     groups: dict[Path, LateLabels] = {}
-    for uri, name, raw in rows.iter_rows():
+    for uri, name, locator, raw, truncated in rows.iter_rows():
         if uri in skip or name not in adapters or not uri.startswith("file://"):
             continue
         path = Path(unquote(urlparse(uri).path))
         key = run_dir_of(path)
         late = groups.setdefault(key, LateLabels(key=key, run=ReportRun.of(key), labels={}, instances=set(),
                                                  origins={}, waiting=True))
-        for instance_id, outcomes in loads(raw).items():
+        if truncated:  # max_raw_bytes kept only the head of the outcomes; the locator is the instance's
+            try:
+                labels = {ast.literal_eval(locator.removeprefix("$[").removesuffix("]")): {}}
+            except (ValueError, SyntaxError):
+                continue
+            late.cut.update(labels)
+        else:
+            labels = loads(raw)
+        for instance_id, outcomes in labels.items():
             late.labels[instance_id] = outcomes
             late.instances.add(instance_id)
             late.origins[instance_id] = (SourceFile(path=path), adapters[name]())
     return list(groups.values())
+
+
+def _read_again(item: LateLabels) -> None:
+    """The outcomes of ``item``'s cut labels, from their reports as they are now (none where a report is gone
+    or unreadable: those labels stay waiting)."""
+    by_source: dict[Path, dict[str, dict[str, float]]] = {}
+    for instance_id in sorted(item.cut):
+        source, adapter = item.origins[instance_id]
+        if source.path not in by_source:
+            by_source[source.path] = {}
+            try:
+                for label in adapter.labels(source):
+                    if not isinstance(label, Quarantined):
+                        by_source[source.path].setdefault(label[0], {}).update(label[1])
+            except (OSError, ValueError) as exc:
+                logger.warning("waiting labels of %s cannot be read again: %s", source.path, exc)
+            source.release()
+        outcomes = by_source[source.path].get(instance_id)
+        if outcomes:
+            item.labels[instance_id] = outcomes
+        else:
+            del item.labels[instance_id]
+    item.cut.clear()
 
 
 class StagedRows:
@@ -281,6 +320,7 @@ def attach(late: list[LateLabels], staged: StagedRows, lake: Lake) -> Attachment
         if item.waiting and not any(row["candidate_id"] in staged.candidates
                                     for rows in holders.values() for row in rows.values()):
             continue  # nothing new for these labels in this ingest
+        _read_again(item)
         _settle(item, holders, by_id, out)
     return out
 

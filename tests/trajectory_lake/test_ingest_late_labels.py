@@ -10,6 +10,7 @@ be, writes no outcome, warns, and keeps its labels in quarantine. The prediction
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -240,3 +241,27 @@ class TestPerLeafReportWithoutItsTree:
         assert row["locator"] == f"$['{iid}@node_6']"
         assert "matched no branch of the tree" in row["error"] and "waiting" not in row["error"]
         assert report.warnings[0].endswith("quarantined with the reason")
+
+
+
+class TestWaitingLabelsCutShort:
+    """An ingest with a small ``max_raw_bytes`` keeps only the head of a waiting label's raw, from which its
+    outcomes cannot be read back: every later ingest of the lake failed on it."""
+
+    @pytest.mark.parametrize("max_raw_bytes", [0, 10])
+    def test_their_outcomes_are_read_again_from_the_report(self, lines, joint, tmp_path, max_raw_bytes):
+        run = tmp_path / SYSTEM
+        lake = Lake(tmp_path / "lake")
+        ingest([_reports(run / "logs", lines)], lake, max_raw_bytes=max_raw_bytes)
+        report = _ingest(lake, _predictions(run, lines))
+        assert report.warnings == []
+        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
+
+    def test_with_the_report_gone_they_stay_waiting_and_the_ingest_goes_on(self, lines, tmp_path):
+        run = tmp_path / SYSTEM
+        lake = Lake(tmp_path / "lake")
+        ingest([_reports(run / "logs", lines)], lake, max_raw_bytes=0)
+        shutil.rmtree(run / "logs")
+        report = _ingest(lake, _predictions(run, lines))
+        assert report.counts["candidates"].written == len(lines)
+        assert lake.read("outcomes").height == 0
