@@ -46,7 +46,7 @@ from trajectory_lake._hashing import stable_id
 from trajectory_lake._json import loads
 from trajectory_lake._late_labels import StagedRows, attach, unmatched_labels, waiting_labels
 from trajectory_lake._secrets import without_secrets
-from trajectory_lake.adapters import Adapter, RunGroup, SourceFile, detect, run_dir_of
+from trajectory_lake.adapters import ADAPTERS, Adapter, RunGroup, SourceFile, detect, run_dir_of
 from trajectory_lake.exceptions import SchemaMismatchError
 from trajectory_lake.lake import Lake, StagedAppend, conform
 from trajectory_lake.records import Bundle, Quarantined, Skipped, json_or_none
@@ -518,7 +518,13 @@ def _group(
     (and adapter) each label of a group is first read from goes to ``origins[group.key]``.
     """
     groups: dict[Path, tuple[RunGroup, list[tuple[SourceFile, Adapter]]]] = {}
-    for path in files:
+    # A run's description named among the files (``harvest ingest <run>/*``) is looked at last: where a
+    # group beside it reads it (_read_submissions), it is no file to detect (it would be quarantined).
+    described = {adapter.submission_file for adapter in ADAPTERS if adapter.submission_file}
+    for path in [*(p for p in files if p.name not in described), *(p for p in files if p.name in described)]:
+        beside = groups.get(path.parent, (None, []))[1]
+        if path.name in described and any(reader.submission_file == path.name for _, reader in beside):
+            continue
         source = SourceFile(path=path)
         errors: list[str] = []
         adapter = detect(source, errors)

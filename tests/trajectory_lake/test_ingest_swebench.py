@@ -542,6 +542,16 @@ class TestLeaderboardSubmissionMetadata:
         assert report.sources[(run / "metadata.yaml").resolve().as_uri()] == "swebench-predictions"
         assert unreconciled(report) == {}
 
+    def test_the_metadata_named_among_the_files_is_read_with_its_run_not_quarantined(self, lines, tmp_path):
+        """``harvest ingest <run>/*`` names every file of the folder, ``metadata.yaml`` included."""
+        run = _submission(tmp_path, lines)
+        (run / "metadata.yaml").write_text(_METADATA_2024, encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        report = ingest(sorted(run.iterdir()), lake)
+        assert lake.read("quarantine").height == 0 and report.total("quarantined") == 0
+        assert "submission" in json.loads(lake.read("runs")["config"][0])
+        assert report.sources[(run / "metadata.yaml").resolve().as_uri()] == "swebench-predictions"
+
     def test_a_trajectorys_own_config_stays_beside_the_submission(self, lines, shared_data, tmp_path):
         traj = shared_data / "formats" / "swe-agent-traj" / SWE_AGENT_V1_TRAJ
 
