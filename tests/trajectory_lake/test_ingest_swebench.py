@@ -576,7 +576,10 @@ class TestLeaderboardSubmissionMetadata:
                       "verified": False}
         assert configs(run) == {model: {**c, "submission": submission} for model, c in alone.items()}
 
-    @pytest.mark.parametrize("text", ["name: [unclosed\n", "- a list\n- not a mapping\n"])
+    # the last: a lone surrogate, which YAML's escapes can write and no UTF-8 row can hold
+    @pytest.mark.parametrize(
+        "text", ["name: [unclosed\n", "- a list\n- not a mapping\n", 'name: "\\ud800"\n']
+    )
     def test_metadata_that_is_no_mapping_is_quarantined_and_the_run_goes_in(self, lines, tmp_path, text):
         run = _submission(tmp_path, lines)
         (run / "metadata.yaml").write_text(text, encoding="utf-8")

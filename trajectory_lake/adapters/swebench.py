@@ -139,7 +139,8 @@ def read_submission_metadata(source: SourceFile) -> dict[str, Any]:
     r"""A leaderboard submission's ``metadata.yaml``, as JSON values (a YAML date becomes its ISO text).
 
     Raises:
-        ValueError: it is not UTF-8 YAML, not a mapping, or holds keys JSON cannot (a date as a key).
+        ValueError: it is not UTF-8 YAML, not a mapping, or holds keys JSON cannot (a date as a key) or
+            text UTF-8 cannot (a lone surrogate).
 
     Examples:
         >>> import pathlib, tempfile
@@ -159,7 +160,9 @@ def read_submission_metadata(source: SourceFile) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise ValueError(f"expected a YAML mapping, got {type(document).__name__}")
     try:
-        return json.loads(json.dumps(document, default=str, ensure_ascii=False))
+        text = json.dumps(document, default=str, ensure_ascii=False)
+        text.encode("utf-8")  # a lone surrogate (YAML's "\ud800"): no row of the run could hold it
+        return json.loads(text)
     except (TypeError, ValueError) as exc:  # a key JSON cannot hold, a cycle of YAML anchors
         raise ValueError(f"not representable as JSON: {exc}") from exc
 
