@@ -31,6 +31,13 @@ def write_jsonl(path: Path, rows: Iterable[Any]) -> Path:
     return path
 
 
+def report_entry(resolved: bool) -> dict[str, Any]:
+    """One instance's entry of a per-instance ``report.json``, as ``grading.get_eval_report`` writes it (no
+    test names: they play no part in the labels)."""
+    return {"patch_is_None": False, "patch_exists": True, "patch_successfully_applied": True,
+            "resolved": resolved, "tests_status": {}}
+
+
 def table_state(lake: Lake, tables: tuple[str, ...] = DATA_TABLES) -> dict[str, tuple[int, int]]:
     """``table -> (latest version, row count)``."""
     return {table: (lake.version(table), lake.read(table).height) for table in tables}

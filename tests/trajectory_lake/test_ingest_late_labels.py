@@ -17,7 +17,13 @@ from typing import Any
 import polars as pl
 import pytest
 
-from tests.trajectory_lake._helpers import comparable_rows, read_jsonl, unreconciled, write_jsonl
+from tests.trajectory_lake._helpers import (
+    comparable_rows,
+    read_jsonl,
+    report_entry,
+    unreconciled,
+    write_jsonl,
+)
 from trajectory_lake import IngestReport, Lake, ingest
 
 SYSTEM = "20240609_moatless_gpt4o"
@@ -33,12 +39,6 @@ def lines(shared_data: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _entry(resolved: bool) -> dict[str, Any]:
-    """An instance's entry of a per-instance ``report.json`` (``grading.get_eval_report``)."""
-    return {"patch_is_None": False, "patch_exists": True, "patch_successfully_applied": True,
-            "resolved": resolved, "tests_status": {}}
-
-
 def _predictions(folder: Path, lines: list[dict[str, Any]]) -> Path:
     """``<folder>/all_preds.jsonl``: the lines as a harness gets them (no verdict, no system)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -52,7 +52,7 @@ def _reports(logs: Path, lines: list[dict[str, Any]]) -> Path:
     """``<logs>/<instance_id>/report.json`` for each line, its verdict as the harness wrote it."""
     for r in lines:
         (logs / r["instance_id"]).mkdir(parents=True)
-        report = {r["instance_id"]: _entry(r["resolved"])}
+        report = {r["instance_id"]: report_entry(r["resolved"])}
         (logs / r["instance_id"] / "report.json").write_text(json.dumps(report))
     return logs
 
@@ -234,7 +234,7 @@ class TestPerLeafReportWithoutItsTree:
         _ingest(lake, _predictions(tmp_path / "run", lines))
         leaf = tmp_path / "run" / iid / "evaluation" / "node_6"
         leaf.mkdir(parents=True)
-        (leaf / "report.json").write_text(json.dumps({iid: _entry(True)}))
+        (leaf / "report.json").write_text(json.dumps({iid: report_entry(True)}))
         report = _ingest(lake, leaf / "report.json")
         assert lake.read("outcomes").height == 0
         (row,) = lake.read("quarantine").to_dicts()

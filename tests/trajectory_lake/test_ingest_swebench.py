@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from tests.trajectory_lake._helpers import read_jsonl, swe_candidates, unreconciled, write_jsonl
+from tests.trajectory_lake._helpers import read_jsonl, report_entry, swe_candidates, unreconciled, write_jsonl
 from trajectory_lake import IngestReport, Lake, ingest
 
 # Documented in ../shared/data/README.md.
@@ -439,12 +439,6 @@ class TestReportEntryWithoutVerdict:
         ]
 
 
-def _report_entry(resolved: bool) -> dict[str, Any]:
-    """One instance's entry as ``grading.get_eval_report`` writes it (no test names: they play no part)."""
-    return {"patch_is_None": False, "patch_exists": True, "patch_successfully_applied": True,
-            "resolved": resolved, "tests_status": {}}
-
-
 def _submission(root: Path, lines: list[dict[str, Any]]) -> Path:
     """A leaderboard submission folder (``evaluation/<split>/<run>/`` of SWE-bench's ``experiments`` repo)
     made of real labelled lines: ``all_preds.jsonl`` without the labels, and each line's verdict as the
@@ -458,7 +452,7 @@ def _submission(root: Path, lines: list[dict[str, Any]]) -> Path:
     for r in lines:
         logs = run / "logs" / r["instance_id"]
         logs.mkdir(parents=True)
-        (logs / "report.json").write_text(json.dumps({r["instance_id"]: _report_entry(r["resolved"])}))
+        (logs / "report.json").write_text(json.dumps({r["instance_id"]: report_entry(r["resolved"])}))
         (logs / "patch.diff").write_text(r["model_patch"], encoding="utf-8")
         (logs / "test_output.txt").write_text("", encoding="utf-8")
     return run
@@ -607,7 +601,7 @@ class TestReportBesideALabelledSet:
         run = tmp_path / first
         run.mkdir()
         write_jsonl(run / "candidates.jsonl", rows.values())
-        (run / "report.json").write_text(json.dumps({"django__django-11099": _report_entry(True)}))
+        (run / "report.json").write_text(json.dumps({"django__django-11099": report_entry(True)}))
         return run, rows
 
     def test_the_report_labels_the_line_of_the_run_its_folder_is_only(self, folder, tmp_path):
@@ -641,7 +635,7 @@ class TestLeaderboardSubmissionTrajectoryFolders:
             {"instance_id": iid, "model_name_or_path": "gpt-4o", "model_patch": traj["info"]["submission"]}
         ])
         (run / "logs" / iid).mkdir(parents=True)
-        (run / "logs" / iid / "report.json").write_text(json.dumps({iid: _report_entry(True)}))
+        (run / "logs" / iid / "report.json").write_text(json.dumps({iid: report_entry(True)}))
         lake = Lake(tmp_path / "lake")
         report = ingest([run], lake)
         assert lake.read("runs")["name"].to_list() == [run.name]
