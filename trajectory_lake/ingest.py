@@ -522,8 +522,8 @@ def _group(
     # group beside it reads it (_read_submissions), it is no file to detect (it would be quarantined).
     described = {adapter.submission_file for adapter in ADAPTERS if adapter.submission_file}
     for path in [*(p for p in files if p.name not in described), *(p for p in files if p.name in described)]:
-        beside = groups.get(path.parent, (None, []))[1]
-        if path.name in described and any(reader.submission_file == path.name for _, reader in beside):
+        reader = _submission_reader(groups.get(path.parent, (None, []))[1])
+        if path.name in described and reader is not None and reader.submission_file == path.name:
             continue
         source = SourceFile(path=path)
         errors: list[str] = []
@@ -569,13 +569,14 @@ def _read_submissions(
     groups: list[tuple[RunGroup, list[tuple[SourceFile, Adapter]]]], report: IngestReport, writer: _Writer
 ) -> None:
     """Read the file that describes each group's run as a whole, when a format of the group names one
-    (:attr:`Adapter.submission_file`: a SWE-bench leaderboard submission's ``metadata.yaml``), into
+    (:attr:`Adapter.submission_file`: a SWE-bench leaderboard submission's ``metadata.yaml``) and the group
+    has records to read (:func:`_submission_reader`), into
     ``group.submission``; one that cannot be read is quarantined. Such a file is no data file, so a
     directory's walk lists it as skipped: it is listed as ignored instead, with what became of it.
     """
     skipped = {Path(path).resolve(): path for path in report.skipped}
     for group, members in groups:
-        adapter = next((a for _, a in members if a.submission_file), None)
+        adapter = _submission_reader(members)
         name = adapter.submission_file if adapter is not None else None
         if adapter is None or name is None or not (path := group.key / name).is_file():
             continue
@@ -594,6 +595,14 @@ def _read_submissions(
         if path.resolve() in skipped:
             report.skipped.remove(skipped[path.resolve()])
         source.release()
+
+
+def _submission_reader(members: Sequence[tuple[SourceFile, Adapter]]) -> Adapter | None:
+    """The adapter that reads the run description of a group of ``members``: one that names a submission
+    file, in a group with records to read (reports alone write outcomes only: no run to keep it in)."""
+    if all(type(adapter).read is Adapter.read for _, adapter in members):
+        return None
+    return next((adapter for _, adapter in members if adapter.submission_file), None)
 
 
 def _with_submission(items: Iterable[Item], group: RunGroup) -> Iterator[Item]:

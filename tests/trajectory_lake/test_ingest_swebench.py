@@ -546,6 +546,19 @@ class TestLeaderboardSubmissionMetadata:
         assert "submission" in json.loads(lake.read("runs")["config"][0])
         assert report.sources[(run / "metadata.yaml").resolve().as_uri()] == "swebench-predictions"
 
+    def test_reports_read_without_the_run_leave_the_metadata_alone(self, lines, tmp_path):
+        """``harvest ingest <run>/logs`` writes outcomes only: no run to keep the metadata in (the ingest of
+        the predictions keeps it), so it is neither read nor said to be kept."""
+        run = _submission(tmp_path, lines)
+        (run / "metadata.yaml").write_text(_METADATA_2024, encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([run / "all_preds.jsonl"], lake)
+        (run / "metadata.yaml").write_text("name: [unclosed\n", encoding="utf-8")  # not read again
+        report = ingest([run / "logs"], lake)
+        assert str(run / "metadata.yaml") not in report.ignored
+        assert (run / "metadata.yaml").resolve().as_uri() not in report.sources
+        assert lake.read("quarantine").height == 0 and lake.read("outcomes").height == len(lines)
+
     def test_a_trajectorys_own_config_stays_beside_the_submission(self, lines, shared_data, tmp_path):
         traj = shared_data / "formats" / "swe-agent-traj" / SWE_AGENT_V1_TRAJ
 
