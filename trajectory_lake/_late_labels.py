@@ -16,6 +16,15 @@ lake holds (at its current version) and those this ingest writes, and written in
 * for the harness's own layout ``logs/run_evaluation/<run_id>/<model>/<instance_id>/report.json``, also a
   run whose model is ``<model>`` once its ``/`` are written ``__``: ``swebench.harness.run_evaluation``
   names that folder ``pred["model_name_or_path"].replace("/", "__")`` (checked in the harness source).
+* the harness's run summary ``<model>.<run_id>.json`` (``swebench.harness.reporting.make_run_report``
+  writes it into the current directory, named ``model_name_or_path.replace("/", "__") + f".{run_id}" +
+  ".json"``; checked in the harness source, and in ``run_evaluation.py`` before ``reporting.py`` existed)
+  is for the run its name names, wherever it lies: a run whose model, ``/`` written ``__``, followed by
+  ``.`` starts the file's stem (the rest is the run id), or whose name does (SWE-agent 1.x writes its output
+  folder's name as ``model_name_or_path``, ``sweagent/run/common.py`` ``save_predictions``, and the run of
+  such predictions is named after that folder). Its folder plays no part: several runs' summaries in one
+  folder each label their own run. A name two models fit (``m.v2.r1``: model ``m``, run ``v2.r1``, or model
+  ``m.v2``, run ``r1``) is decided like any report's several matching runs, below.
 
 **Which candidate a label is for**: the run's submitted patch on the task, the ``patch`` candidate of its
 rollout ``attempt=0`` (every SWE adapter gives the submitted rollout attempt 0, so a prediction and a
@@ -59,7 +68,7 @@ import pyarrow.compute as pc
 from trajectory_lake._hashing import canonical_json
 from trajectory_lake._json import loads
 from trajectory_lake.adapters import ADAPTERS, Adapter, RunGroup, SourceFile, run_dir_of
-from trajectory_lake.adapters.swebench import FAMILY, REPORT_EVALUATOR
+from trajectory_lake.adapters.swebench import FAMILY, REPORT_EVALUATOR, run_summary_of, run_summary_stem
 from trajectory_lake.lake import Lake
 from trajectory_lake.records import (
     Bundle,
@@ -85,6 +94,8 @@ __all__ = [
 
 # The error of a quarantined label that a later ingest may attach (how waiting_labels finds them again).
 WAITING = "label waiting for its candidate"
+# How a run summary's waiting label names its run, right after WAITING (how waiting_labels tells them apart).
+_SUMMARY = "the run summary "
 AMBIGUOUS = "label not attached: several runs match"
 _NODE_LABEL = re.compile(r"@node_\d+$")  # adapters._base.node_label: a moatless per-leaf report's label
 _CANDIDATE_COLUMNS = ("candidate_id", "trajectory_id", "task_id", "benchmark")
@@ -98,12 +109,15 @@ class ReportRun:
     """The runs a report's labels are for (see the module docstring).
 
     Attributes:
-        name: the report's run group's name.
+        name: the report's run group's name (a run summary's: its file name).
         model_dir: in the harness's ``logs/run_evaluation/<run_id>/<model>/`` layout, ``<model>``.
+        summary: for the harness's run summary ``<model>.<run_id>.json``, its stem: the run it is for is
+            named by it, not by the group.
     """
 
     name: str
     model_dir: str | None = None
+    summary: str | None = None
 
     @classmethod
     def of(cls, key: Path) -> ReportRun:
@@ -111,12 +125,34 @@ class ReportRun:
 
         Examples:
             >>> ReportRun.of(Path("logs/run_evaluation/r1/openai__gpt-4o"))
-            ReportRun(name='openai__gpt-4o', model_dir='openai__gpt-4o')
+            ReportRun(name='openai__gpt-4o', model_dir='openai__gpt-4o', summary=None)
             >>> ReportRun.of(Path("evaluation/lite/20240402_sweagent_gpt4"))
-            ReportRun(name='20240402_sweagent_gpt4', model_dir=None)
+            ReportRun(name='20240402_sweagent_gpt4', model_dir=None, summary=None)
         """
         model_dir = key.name if key.parent.parent.name == "run_evaluation" else None
         return cls(name=key.name or str(key), model_dir=model_dir)
+
+    @classmethod
+    def of_summary(cls, name: str) -> ReportRun:
+        """The runs the run summary file ``name`` (``<model>.<run_id>.json``) is for.
+
+        Examples:
+            >>> ReportRun.of_summary("openai__gpt-4o.eval-1.json").prefixes
+            ('openai__gpt-4o',)
+        """
+        return cls(name=name, summary=run_summary_stem(name))
+
+    @property
+    def prefixes(self) -> tuple[str, ...]:
+        """What a run summary's ``<model>`` may be: each part of its stem before a ``.`` (the run id may hold
+        dots, and so may the model).
+
+        Examples:
+            >>> ReportRun.of_summary("org__m.v2.r1.json").prefixes
+            ('org__m', 'org__m.v2')
+        """
+        stem = self.summary or ""
+        return tuple(stem[:i] for i in range(1, len(stem) - 1) if stem[i] == ".")
 
     def matches(self, name: str | None, model: str | None) -> bool:
         """Whether the run named ``name``, of ``model``, is one these reports are for.
@@ -128,13 +164,25 @@ class ReportRun:
             (True, False)
             >>> ReportRun("my-run").matches("swe-bench-lite/CodeActAgent/my-run", None)
             True
+            >>> summary = ReportRun.of_summary("openai__gpt-4o.eval-1.json")
+            >>> summary.matches("any", "openai/gpt-4o"), summary.matches("openai__gpt-4o", None)
+            (True, True)
+            >>> summary.matches("any", "openai/gpt-4o-mini"), summary.matches(summary.name, None)
+            (False, False)
         """
+        if self.summary is not None:
+            fits = self.prefixes
+            return (name is not None and name.rpartition("/")[2] in fits) or (
+                model is not None and model.replace("/", "__") in fits)
         if name is not None and name.rpartition("/")[2] == self.name:
             return True
         return self.model_dir is not None and model is not None and model.replace("/", "__") == self.model_dir
 
     def describe(self) -> str:
         """How messages name these runs."""
+        if self.summary is not None:
+            return (f"{_SUMMARY}{self.name!r} (for a run whose model, '/' written '__', or whose name is "
+                    f"{' or '.join(map(repr, self.prefixes))}, the part of its name before '.<run id>')")
         if self.model_dir is None:
             return f"run {self.name!r}"
         return f"run {self.name!r} (or a run of model {self.model_dir!r}, '/' written '__')"
@@ -180,18 +228,41 @@ def _rollout_candidate(run_id: str, task_id: str, benchmark: str | None) -> dict
     return {column: candidate[column] for column in _CANDIDATE_COLUMNS}
 
 
-def unmatched_labels(group: RunGroup, origins: Mapping[str, tuple[SourceFile, Adapter]]) -> LateLabels | None:
-    """The labels of ``group`` no candidate took as the group was read (``None`` if there are none)."""
-    unmatched = sorted(set(group.labels) - group.matched)
-    if not unmatched:
+def _instance_of(key: str) -> str | None:
+    """The SWE-bench instance a group's label key is for (``None`` for a search tree's per-leaf label)."""
+    if _NODE_LABEL.search(key):
         return None
-    return LateLabels(
-        key=group.key,
-        run=ReportRun.of(group.key),
-        labels={i: group.labels[i] for i in unmatched},
-        instances={i for i in group.labels if not _NODE_LABEL.search(i)},
-        origins={i: origins[i] for i in unmatched},
-    )
+    summary = run_summary_of(key)
+    return summary[0] if summary is not None else key
+
+
+def unmatched_labels(group: RunGroup, origins: Mapping[str, tuple[SourceFile, Adapter]]) -> list[LateLabels]:
+    """The labels of ``group`` no candidate took as the group was read: those of the group's run, and those
+    of each run summary named after its run (:func:`run_summary_label`), which no candidate of the group
+    takes as it is read."""
+    unmatched = sorted(set(group.labels) - group.matched)
+    own = [key for key in unmatched if run_summary_of(key) is None]
+    out = []
+    if own:
+        out.append(LateLabels(
+            key=group.key,
+            run=ReportRun.of(group.key),
+            labels={i: group.labels[i] for i in own},
+            instances={i for i in group.labels if _instance_of(i) == i},
+            origins={i: origins[i] for i in own},
+        ))
+    summaries: dict[str, LateLabels] = {}
+    for key in unmatched:
+        if (found := run_summary_of(key)) is None:
+            continue
+        instance_id, name = found
+        source, adapter = origins[key]
+        item = summaries.setdefault(name, LateLabels(key=source.path, run=ReportRun.of_summary(name),
+                                                     labels={}, instances=set(), origins={}))
+        item.labels[instance_id] = group.labels[key]
+        item.instances.add(instance_id)
+        item.origins[instance_id] = (source, adapter)
+    return out + [summaries[name] for name in sorted(summaries)]
 
 
 def waiting_labels(lake: Lake, *, read: Iterable[str] = ()) -> list[LateLabels]:
@@ -204,19 +275,22 @@ def waiting_labels(lake: Lake, *, read: Iterable[str] = ()) -> list[LateLabels]:
         lake.scan("quarantine")
         .filter(pl.col("adapter").is_in(sorted(adapters)) & (pl.col("table") == "outcomes")
                 & pl.col("error").str.contains(f": {WAITING}: ", literal=True))
-        .select("source_uri", "adapter", "locator", "raw", "raw_truncated")
+        .select("source_uri", "adapter", "locator", "raw", "raw_truncated", "error")
         .unique(maintain_order=True)
         .collect()
     )
     skip = set(read)
     groups: dict[Path, LateLabels] = {}
-    for uri, name, locator, raw, truncated in rows.iter_rows():
+    for uri, name, locator, raw, truncated, error in rows.iter_rows():
         if uri in skip or name not in adapters or not uri.startswith("file://"):
             continue
         path = Path(unquote(urlparse(uri).path))
-        key = run_dir_of(path)
-        late = groups.setdefault(key, LateLabels(key=key, run=ReportRun.of(key), labels={}, instances=set(),
-                                                 origins={}, waiting=True))
+        # A run summary's labels are for the run its name names (their reason says so), not its folder's.
+        summary = f": {WAITING}: {_SUMMARY}" in error
+        key = path if summary else run_dir_of(path)
+        run = ReportRun.of_summary(path.name) if summary else ReportRun.of(key)
+        late = groups.setdefault(key, LateLabels(key=key, run=run, labels={}, instances=set(), origins={},
+                                                 waiting=True))
         if truncated:  # max_raw_bytes kept only the head of the outcomes; the locator is the instance's
             try:
                 labels = {ast.literal_eval(locator.removeprefix("$[").removesuffix("]")): {}}
@@ -243,7 +317,9 @@ def _read_again(item: LateLabels) -> None:
             try:
                 for label in adapter.labels(source):
                     if not isinstance(label, Quarantined):
-                        by_source[source.path].setdefault(label[0], {}).update(label[1])
+                        summary = run_summary_of(label[0])  # a run summary keys its labels by its name
+                        instance_id = summary[0] if summary is not None else label[0]
+                        by_source[source.path].setdefault(instance_id, {}).update(label[1])
             except (OSError, ValueError) as exc:
                 logger.warning("waiting labels of %s cannot be read again: %s", source.path, exc)
             source.release()
@@ -264,7 +340,7 @@ class StagedRows:
     """
 
     def __init__(self, instances: Iterable[str]) -> None:
-        self.tasks = sorted({task_id_for(FAMILY, i) for i in instances if not _NODE_LABEL.search(i)})
+        self.tasks = sorted({task_id_for(FAMILY, i) for key in instances if (i := _instance_of(key))})
         self._wanted = pa.array(self.tasks, pa.string())
         self.runs: dict[str, dict[str, Any]] = {}
         self.candidates: dict[str, str | None] = {}  # candidate id -> benchmark
@@ -335,8 +411,11 @@ def _settle(
     if len(holders) > 1:
         named = ", ".join(sorted(_run_text(runs[run_id]) for run_id in holders))
         if not item.waiting:
-            reason = (f"{AMBIGUOUS}: {item.run.describe()} matches {named}; put the report in the folder "
-                      "of the run it evaluates and ingest it again")
+            # A summary named <model>.<run_id>.json labels the run its name names, wherever it lies; as
+            # report.json it labels its folder's run.
+            fix = ("copy it as report.json into the folder of the run it evaluates" if item.run.summary
+                   else "put the report in the folder of the run it evaluates")
+            reason = f"{AMBIGUOUS}: {item.run.describe()} matches {named}; {fix} and ingest it again"
             out.quarantined.extend(_quarantined(item, instance_id, reason) for instance_id in item.labels)
         what = "waiting label(s)" if item.waiting else "label(s)"
         out.warnings.append(f"{len(item.labels)} {what} in {item.key} not attached: {len(holders)} runs "
@@ -387,8 +466,9 @@ def _run_text(run: Mapping[str, Any]) -> str:
 
 def _runs(lake: Lake, staged: StagedRows, keys: list[ReportRun]) -> list[dict[str, Any]]:
     """The runs (``_RUN_COLUMNS``) of the lake and of this ingest that one of ``keys`` matches, by id."""
-    names = sorted({key.name for key in keys})
-    model_dirs = sorted({key.model_dir for key in keys if key.model_dir is not None})
+    prefixes = {p for key in keys for p in key.prefixes}  # a run summary's: by model or by name
+    names = sorted({key.name for key in keys if key.summary is None} | prefixes)
+    model_dirs = sorted({key.model_dir for key in keys if key.model_dir is not None} | prefixes)
     wanted = pl.col("name").str.split("/").list.last().is_in(names)  # as ReportRun.matches
     if model_dirs:
         wanted = wanted | pl.col("model").str.replace_all("/", "__", literal=True).is_in(model_dirs)

@@ -265,7 +265,7 @@ def ingest(
                     pending = 0
             source.release()
         writer.flush()  # everything read is staged, so the late labels see this ingest's candidates
-        late = [item for group, _ in groups if (item := unmatched_labels(group, origins.get(group.key, {})))]
+        late = [item for group, _ in groups for item in unmatched_labels(group, origins.get(group.key, {}))]
         attached = attach([*late, *waiting], writer.staged_rows, lake)
         for source, adapter, bundle in attached.outcomes:
             writer.add(source, adapter, [bundle])

@@ -21,6 +21,7 @@ from tests.trajectory_lake._helpers import (
     comparable_rows,
     read_jsonl,
     report_entry,
+    swe_candidates,
     unreconciled,
     write_jsonl,
 )
@@ -28,6 +29,9 @@ from trajectory_lake import IngestReport, Lake, ingest
 
 SYSTEM = "20240609_moatless_gpt4o"
 MODEL = "openai/gpt-4o"  # as model_name_or_path: the harness's log folder is openai__gpt-4o
+# A second real system on the same instances, whose model starts like MODEL but for a '-', not a '.'.
+OTHER = "20240617_moatless_gpt-4o-2024-05-13"
+OTHER_MODEL = "openai/gpt-4o-2024-05-13"
 WAITING = "swebench-report: label waiting for its candidate: "
 
 
@@ -39,13 +43,44 @@ def lines(shared_data: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _predictions(folder: Path, lines: list[dict[str, Any]]) -> Path:
+@pytest.fixture(scope="module")
+def other_lines(shared_data: Path, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``OTHER``'s real predictions of the same instances: one verdict differs from ``lines``'."""
+    path = shared_data / "swebench-lite" / "candidates" / f"{OTHER}.jsonl"
+    by_id = {r["instance_id"]: r for r in read_jsonl(path)}
+    rows = [by_id[r["instance_id"]] for r in lines]
+    assert any(a["resolved"] != b["resolved"] for a, b in zip(lines, rows, strict=True))
+    return rows
+
+
+def _predictions(folder: Path, lines: list[dict[str, Any]], model: str = MODEL) -> Path:
     """``<folder>/all_preds.jsonl``: the lines as a harness gets them (no verdict, no system)."""
     folder.mkdir(parents=True, exist_ok=True)
     return write_jsonl(folder / "all_preds.jsonl", [
-        {"instance_id": r["instance_id"], "model_name_or_path": MODEL, "model_patch": r["model_patch"]}
+        {"instance_id": r["instance_id"], "model_name_or_path": model, "model_patch": r["model_patch"]}
         for r in lines
     ])
+
+
+def _summary(folder: Path, model: str, lines: list[dict[str, Any]], run_id: str = "eval-1") -> Path:
+    """The harness's run summary of ``lines``, as ``swebench.harness.reporting.make_run_report`` writes it
+    into the current directory: ``<model_name_or_path with / as __>.<run_id>.json`` (schema_version 2)."""
+    ids = sorted(r["instance_id"] for r in lines)
+    empty = sorted(r["instance_id"] for r in lines if not r["model_patch"])
+    resolved = sorted(r["instance_id"] for r in lines if r["resolved"])
+    unresolved = sorted(set(ids) - set(empty) - set(resolved))
+    completed = sorted(set(ids) - set(empty))
+    summary = {
+        "total_instances": 300, "submitted_instances": len(ids), "completed_instances": len(completed),
+        "resolved_instances": len(resolved), "unresolved_instances": len(unresolved),
+        "empty_patch_instances": len(empty), "error_instances": 0, "completed_ids": completed,
+        "incomplete_ids": [], "empty_patch_ids": empty, "submitted_ids": ids, "resolved_ids": resolved,
+        "unresolved_ids": unresolved, "error_ids": [], "schema_version": 2,
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / (model.replace("/", "__") + f".{run_id}.json")
+    path.write_text(json.dumps(summary, indent=4))
+    return path
 
 
 def _reports(logs: Path, lines: list[dict[str, Any]]) -> Path:
@@ -65,6 +100,14 @@ def _verdicts(lake: Lake) -> dict[str, float]:
 
 def _expected(lines: list[dict[str, Any]]) -> dict[str, float]:
     return {r["instance_id"]: float(r["resolved"]) for r in lines}
+
+
+def _verdicts_by_run(lake: Lake) -> dict[str, dict[str, float]]:
+    """run name -> instance id -> the ``resolved`` outcome of its candidate (labelled candidates only)."""
+    out: dict[str, dict[str, float]] = {}
+    for row in swe_candidates(lake).filter(pl.col("resolved").is_not_null()).iter_rows(named=True):
+        out.setdefault(row["system"], {})[row["instance_id"]] = row["resolved"]
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -223,6 +266,86 @@ class TestReportWithoutItsRun:
         report = _ingest(lake, _reports(tmp_path / "logs" / "run_evaluation" / "eval-1" / model_dir, lines))
         assert lake.read("outcomes").height == 0
         assert len(report.warnings) == 1 and "not attached: 2 runs match" in report.warnings[0]
+
+
+class TestRunSummaryLabelsTheRunItsNameNames:
+    """``<model>.<run_id>.json`` labels the run whose model (``/`` written ``__``) its name starts with,
+    followed by ``.``: where the harness wrote it (its current directory), beside another run's files, or in
+    its own run's folder, in the ingest of the predictions, after it or before it."""
+
+    def test_two_runs_summaries_in_one_folder_label_each_its_own_run(self, lines, other_lines, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        _ingest(lake, _predictions(tmp_path / SYSTEM, lines),
+                _predictions(tmp_path / OTHER, other_lines, model=OTHER_MODEL))
+        _summary(tmp_path / "harness", MODEL, lines)
+        _summary(tmp_path / "harness", OTHER_MODEL, other_lines)
+        report = _ingest(lake, tmp_path / "harness")
+        assert report.warnings == [] and report.total("quarantined") == 0
+        assert _verdicts_by_run(lake) == {SYSTEM: _expected(lines), OTHER: _expected(other_lines)}
+
+    def test_a_summary_ingested_after_its_predictions_elsewhere_writes_the_joint_outcomes(
+        self, lines, joint, tmp_path
+    ):
+        lake = Lake(tmp_path / "lake")
+        _ingest(lake, _predictions(tmp_path / "predictions" / SYSTEM, lines))
+        report = _ingest(lake, _summary(tmp_path / "harness", MODEL, lines))
+        assert report.warnings == [] and report.total("quarantined") == 0
+        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
+
+    def test_a_summary_read_with_its_predictions_writes_the_joint_outcomes(self, lines, joint, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        summary = _summary(tmp_path / "cwd", MODEL, lines)
+        report = _ingest(lake, _predictions(tmp_path / SYSTEM, lines), summary)
+        assert report.warnings == []
+        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
+
+    def test_a_summary_in_another_runs_folder_labels_its_own_run_not_that_one(
+        self, lines, other_lines, tmp_path
+    ):
+        lake = Lake(tmp_path / "lake")
+        _summary(tmp_path / SYSTEM, OTHER_MODEL, other_lines)
+        report = _ingest(lake, _predictions(tmp_path / SYSTEM, lines),
+                         _predictions(tmp_path / OTHER, other_lines, model=OTHER_MODEL), tmp_path / SYSTEM)
+        assert report.warnings == []
+        assert _verdicts_by_run(lake) == {OTHER: _expected(other_lines)}
+
+    def test_a_summary_ingested_before_its_predictions_waits_then_attaches(self, lines, joint, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        path = _summary(tmp_path / "harness", MODEL, lines)
+        first = _ingest(lake, path)
+        assert lake.read("outcomes").height == 0
+        (warning,) = first.warnings
+        assert warning.startswith(f"{len(lines)} label(s) in {path} matched no candidate")
+        errors = lake.read("quarantine")["error"]
+        assert errors.str.starts_with(f"{WAITING}the run summary 'openai__gpt-4o.eval-1.json'").all()
+        second = _ingest(lake, _predictions(tmp_path / "predictions" / SYSTEM, lines))
+        assert second.warnings == []
+        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
+
+    def test_two_models_the_name_fits_are_not_guessed_between(self, lines, other_lines, tmp_path):
+        """``org__m.v2.r1.json``: model ``org/m``, run ``v2.r1``, or model ``org/m.v2``, run ``r1``."""
+        lake = Lake(tmp_path / "lake")
+        _ingest(lake, _predictions(tmp_path / "run-a", lines, model="org/m"),
+                _predictions(tmp_path / "run-b", other_lines, model="org/m.v2"))
+        report = _ingest(lake, _summary(tmp_path / "harness", "org/m.v2", other_lines, run_id="r1"))
+        assert lake.read("outcomes").height == 0
+        (warning,) = report.warnings
+        assert "not attached: 2 runs match" in warning and "'run-a'" in warning and "'run-b'" in warning
+        errors = lake.read("quarantine")["error"]
+        assert errors.len() == len(lines)
+        assert errors.str.starts_with("swebench-report: label not attached: several runs match").all()
+        assert errors.str.contains("'org__m' or 'org__m.v2'").all()
+        assert errors.str.contains("model 'org/m'").all() and errors.str.contains("model 'org/m.v2'").all()
+
+    def test_a_name_no_runs_model_fits_waits_naming_the_models_it_could_be(self, lines, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        _ingest(lake, _predictions(tmp_path / SYSTEM, lines))
+        report = _ingest(lake, _summary(tmp_path / "harness", "openai/gpt-4o-mini", lines))
+        assert lake.read("outcomes").height == 0
+        assert len(report.warnings) == 1 and "matched no candidate" in report.warnings[0]
+        errors = lake.read("quarantine")["error"]
+        assert errors.str.starts_with(f"{WAITING}the run summary 'openai__gpt-4o-mini.eval-1.json'").all()
+        assert errors.str.contains("'openai__gpt-4o-mini'").all()
 
 
 class TestPerLeafReportWithoutItsTree:

@@ -9,7 +9,11 @@ Formats (from the SWE-bench harness and the published leaderboard submissions):
   ``system`` and ``resolved`` to each line;
 * **reports** (labels only) — the per-instance ``report.json`` ``{iid: {resolved, tests_status}}``,
   the run summary ``{resolved_ids, unresolved_ids, ...}`` and the older ``results.json``
-  ``{resolved: [...], applied: [...], ...}``;
+  ``{resolved: [...], applied: [...], ...}``. The harness writes the run summary into the current
+  directory as ``<model>.<run_id>.json`` (``swebench.harness.reporting.make_run_report``, and
+  ``run_evaluation.make_run_report`` before it: ``model_name_or_path.replace("/", "__") + f".{run_id}" +
+  ".json"``), so several runs' summaries often share a folder that holds none of their predictions: a
+  summary so named labels the run its name names (:func:`run_summary_label`), never its folder's;
 * **submission metadata** — a leaderboard submission (``evaluation/<split>/<run>/`` in SWE-bench's
   ``experiments`` repository) describes itself in ``metadata.yaml``: the older flat keys ``name``, ``oss``,
   ``site``, ``verified`` (and ``org_logo``), or, since 2025, ``info`` (``name``, ``logo``, ``site``,
@@ -60,6 +64,9 @@ __all__ = [
     "SweBenchTasks",
     "infer_benchmark",
     "read_submission_metadata",
+    "run_summary_label",
+    "run_summary_of",
+    "run_summary_stem",
 ]
 
 FAMILY = "swe-bench"
@@ -95,6 +102,42 @@ def infer_benchmark(value: Any, path: Path) -> str:  # noqa: ANN401 - a field va
         return value
     match = _BENCHMARK_RE.search(str(path).lower())
     return f"swe-bench-{match.group(1)}" if match else FAMILY
+
+
+def run_summary_stem(name: str) -> str | None:
+    """The ``<model>.<run_id>`` of a file named as the harness names its run summary, else ``None``.
+
+    Examples:
+        >>> run_summary_stem("openai__gpt-4o.eval-1.json"), run_summary_stem("report.json")
+        ('openai__gpt-4o.eval-1', None)
+    """
+    stem = name.removesuffix(".json")
+    return stem if stem != name and "." in stem[1:-1] else None
+
+
+def run_summary_label(instance_id: str, name: str) -> str:
+    """The label key of an instance in the run summary file ``name``: the summary labels the run its
+    name names (``_late_labels``), so its labels are kept apart from those of the folder's other reports,
+    which label the folder's run, and from another summary's in the same folder.
+
+    Examples:
+        >>> run_summary_label("django__django-11099", "openai__gpt-4o.eval-1.json")
+        'django__django-11099@openai__gpt-4o.eval-1.json'
+    """
+    return f"{instance_id}@{name}"
+
+
+def run_summary_of(label: str) -> tuple[str, str] | None:
+    """``(instance id, file name)`` of a :func:`run_summary_label`, else ``None``.
+
+    Examples:
+        >>> run_summary_of("django__django-11099@openai__gpt-4o.eval-1.json")
+        ('django__django-11099', 'openai__gpt-4o.eval-1.json')
+        >>> run_summary_of("django__django-11099@node_6") is None
+        True
+    """
+    instance_id, at, name = label.partition("@")  # a SWE-bench id holds no "@"; a model may
+    return (instance_id, name) if at and instance_id and run_summary_stem(name) else None
 
 
 def _records(adapter: Adapter, source: SourceFile) -> Iterator[tuple[str, bytes, Any] | Quarantined]:
@@ -436,7 +479,11 @@ class SweBenchReport(Adapter):
     def labels(self, source: SourceFile) -> Iterator[tuple[str, dict[str, float]] | Quarantined]:
         document = source.document
         if any(k in document for k in self._SUMMARY_KEYS) or isinstance(document.get("resolved"), list):
-            yield from self._summary_labels(document)
+            named = any(k in document for k in self._SUMMARY_KEYS) and run_summary_stem(source.path.name)
+            for item in self._summary_labels(document):
+                if named and not isinstance(item, Quarantined):
+                    item = run_summary_label(item[0], source.path.name), item[1]
+                yield item
             return
         # moatless-tools' per-leaf report (<instance>/evaluation/node_<id>/report.json) labels that leaf only
         node = evaluated_node(source.path)
