@@ -9,7 +9,9 @@ Contract:
   report's ``ignored`` with the reason, never quarantined; an adapter that fails (a defect, not bad
   input) costs only its file, which is quarantined with the error;
 * ids are deterministic, so a row whose key is already in the lake (or earlier in the batch) is a
-  duplicate and is not written: re-ingesting the same files adds nothing to the data tables;
+  duplicate and is not written: re-ingesting the same files adds nothing to the data tables; of the
+  rows one ingest reads for a key, the one of the highest bundle priority is written, however the
+  input is split into flushes, parts and readers (:class:`_Writer`);
 * each table gets at most one commit per ingest, carrying ``harvest.ingest_id``, the adapters, the
   sources and the tool version as commit metadata; a crash between commits leaves every table
   readable, and running the ingest again writes exactly the missing rows;
@@ -41,6 +43,7 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from trajectory_lake._hashing import stable_id
 from trajectory_lake._json import loads
@@ -50,7 +53,7 @@ from trajectory_lake.adapters import ADAPTERS, Adapter, RunGroup, SourceFile, de
 from trajectory_lake.exceptions import SchemaMismatchError
 from trajectory_lake.lake import Lake, StagedAppend, conform
 from trajectory_lake.records import Bundle, Quarantined, Skipped, json_or_none
-from trajectory_lake.schema import KEYS
+from trajectory_lake.schema import KEYS, schema_of
 
 __all__ = ["DATA_SUFFIXES", "IngestReport", "TableCounts", "discover", "ingest"]
 
@@ -194,7 +197,7 @@ def ingest(
         paths: files or directories; formats are detected by content.
         lake: the target lake (its tables are created if missing).
         max_raw_bytes: cap on the raw bytes kept per quarantined record.
-        flush_bytes: input bytes read between two stagings.
+        flush_bytes: input bytes read between two stagings (the rows written do not depend on it).
         workers: processes that parse files in parallel (default: the CPU count, at most 8). Reading
             (parsing, normalising and building each table's Arrow rows, the bulk of an ingest) runs in the
             workers, which hand this process Arrow tables; deduplication and the commits stay in this
@@ -624,8 +627,11 @@ def _with_submission(items: Iterable[Item], group: RunGroup) -> Iterator[Item]:
 
 
 Pending = list[tuple[SourceFile, Adapter, Bundle | _Packed]]
-# A table's fresh rows, in order, as runs: (a batch, the indices of its rows) or (None, row dicts).
-Fresh = dict[str, list[tuple[_Batch | None, list[Any]]]]
+# A table's fresh rows, in order, as runs: (a batch, the indices of its rows) or (None, row dicts), with
+# their bundles' priority and whether they are richer descriptions of keys staged before (_Writer._fresh).
+Fresh = dict[str, list[tuple[_Batch | None, list[Any], int, bool]]]
+# The column of the staged rows (not of the lake's) holding the priority each row was staged with.
+_PRIORITY = "_priority"
 
 
 class _Writer:
@@ -634,6 +640,13 @@ class _Writer:
 
     Keys already in the lake are loaded once per table on first use (for ``steps``: how many steps
     each trajectory already has), so deduplication needs no lake query per batch.
+
+    Of the rows this ingest reads for one key, the one of the highest bundle priority is written (the
+    first read of those, on a tie), wherever the flushes fall: rows are deduplicated and staged a flush
+    at a time, so a richer description read after its key was staged is staged too, and the rows it
+    outranks are dropped as the staged rows are written to Delta (:meth:`_resolved`). A key in the lake
+    before the ingest (or committed earlier in it, with ``commit_bytes``) keeps its row, but for grown
+    sessions (:data:`_GROWTH`).
     """
 
     def __init__(
@@ -663,6 +676,13 @@ class _Writer:
         self.grown: dict[str, dict[str, dict[str, Any]]] = {table: {} for table in _GROWTH}
         # What of the staged rows a label read apart from its candidates may attach to (_late_labels).
         self.staged_rows = StagedRows(())
+        # The priority of each key staged and not yet committed (steps: per trajectory, a bitset of step
+        # indices per priority), the keys staged again by a richer description (steps: their trajectory
+        # ids), and the priorities those replaced in the current flush (to undo, :meth:`_forget`).
+        self.ranks: dict[str, dict[tuple[Any, ...], int]] = defaultdict(dict)
+        self.step_ranks: dict[str, dict[int, int]] = {}
+        self.contested: dict[str, set[Any]] = defaultdict(set)
+        self.outranked: list[tuple[str, tuple[Any, ...], int]] = []
 
     # -- intake ---------------------------------------------------------------------------------
 
@@ -704,7 +724,8 @@ class _Writer:
 
     def flush(self) -> None:
         """Validate, deduplicate and stage everything read since the last flush."""
-        # Within a batch the richer description of an entity wins (e.g. the longest call of a chat).
+        # The richer description of an entity is read first (e.g. the longest call of a chat); one read
+        # in a later flush is staged again (_fresh).
         pending = sorted(self.pending, key=lambda item: -item[2].priority)
         self.pending = []
         counts_before = {t: replace(c) for t, c in self.report.counts.items()}
@@ -731,7 +752,7 @@ class _Writer:
             fresh = self._fresh(good)
             tables = self._conformed(fresh) or {}
         for table, rows in tables.items():
-            self._stage(table, rows)
+            self._stage(table, rows, written=sum(len(run[1]) for run in fresh[table] if not run[3]))
         self._stage_quarantine()
         if self.commit_bytes is not None and self.staged_bytes >= self.commit_bytes:
             self._commit_staged(self._commit_metadata())
@@ -764,29 +785,64 @@ class _Writer:
         self.step_masks[trajectory] = mask | bit
         return True
 
+    def _step_outranks(self, trajectory: str, index: int, priority: int, *, new: bool) -> bool:
+        """Note that step ``index`` of ``trajectory`` is staged with ``priority`` if it is ``new`` or
+        outranks the step staged before (not one in the lake); returns whether it outranks it."""
+        ranks = self.step_ranks.get(trajectory)
+        bit = 1 << index
+        if not new:
+            best = max((rank for rank, mask in ranks.items() if mask & bit), default=None) if ranks else None
+            if best is None or priority <= best:
+                return False
+            self.contested["steps"].add(trajectory)
+        if ranks is None:
+            ranks = self.step_ranks[trajectory] = {}
+        ranks[priority] = ranks.get(priority, 0) | bit
+        return not new
+
+    def _winner(self, table: str, key: tuple[Any, ...]) -> tuple[int, bool]:
+        """``(the priority of the row to keep for key, whether another row of it was staged)``."""
+        if table != "steps":
+            return self.ranks[table][key], key in self.contested[table]
+        ranks, bit = self.step_ranks[key[0]], 1 << key[1]
+        held = [rank for rank, mask in ranks.items() if mask & bit]
+        return max(held), len(held) > 1
+
     def _fresh(self, pending: Pending) -> Fresh:
-        """The rows neither in the lake nor staged earlier in this ingest, by table; counts them.
+        """The rows neither in the lake nor staged earlier in this ingest, by table, and those that outrank
+        a row staged earlier in this ingest (a bundle of a higher priority read in a later flush, marked
+        richer: written instead of it, counted as duplicates); counts them.
 
         A trajectory already in the lake whose bundle brings new steps has grown: its trajectory and
         candidate rows are kept aside to replace the lake's at commit.
         """
         fresh: Fresh = defaultdict(list)
+        self.outranked = []
         for _, _, bundle in pending:
+            priority = bundle.priority
             known: dict[str, list[tuple[str, int]]] = defaultdict(list)  # trajectory id -> rows held already
             stepped: set[str] = set()
             for table, keys in _keys(bundle).items():
                 counts = self.report.counts[table]
                 counts.read += len(keys)
-                new_rows = []
+                new_rows, richer_rows = [], []
+                ranks = self.ranks[table]
                 for position, key in enumerate(keys):
                     if table == "steps":
                         new = self._step_is_new(*key)
                         if new:
                             stepped.add(key[0])
+                        richer = self._step_outranks(*key, priority, new=new)
                     else:
                         held = self._key_set(table)
                         new = key not in held
                         held.add(key)
+                        richer = not new and priority > ranks.get(key, priority)
+                        if richer:
+                            self.outranked.append((table, key, ranks[key]))
+                            self.contested[table].add(key)
+                        if new or richer:
+                            ranks[key] = priority
                         if (not new and table == "tasks"
                                 and (_value(bundle, table, position, "benchmark")
                                      or _value(bundle, table, position, "reference"))
@@ -797,10 +853,14 @@ class _Writer:
                         new_rows.append(position)
                     else:
                         counts.duplicate += 1
-                        if table in self.grown:
+                        if richer:
+                            richer_rows.append(position)
+                        elif table in self.grown:
                             known[_value(bundle, table, position, "trajectory_id")].append((table, position))
                 if new_rows:
-                    _add_rows(fresh[table], bundle, table, new_rows)
+                    _add_rows(fresh[table], bundle, table, new_rows, priority, richer=False)
+                if richer_rows:
+                    _add_rows(fresh[table], bundle, table, richer_rows, priority, richer=True)
             for trajectory_id in stepped & known.keys():
                 for table, position in known[trajectory_id]:
                     row = _row(bundle, table, position)
@@ -810,15 +870,21 @@ class _Writer:
     def _forget(self, fresh: Fresh) -> None:
         """Undo the key bookkeeping of rows that were not staged after all."""
         for table, runs in fresh.items():
-            for batch, rows in runs:
+            for batch, rows, priority, richer in runs:
                 for row in rows:
                     key = (tuple(batch.column(table, name)[row] for name in KEYS[table]) if batch is not None
                            else tuple(row[name] for name in KEYS[table]))
                     if table == "steps":
                         assert self.step_masks is not None
-                        self.step_masks[key[0]] &= ~(1 << key[1])
-                    else:
+                        self.step_ranks[key[0]][priority] &= ~(1 << key[1])
+                        if not richer:
+                            self.step_masks[key[0]] &= ~(1 << key[1])
+                    elif not richer:
                         self._key_set(table).discard(key)
+                        self.ranks[table].pop(key, None)
+        for table, key, priority in reversed(self.outranked):
+            self.ranks[table][key] = priority
+        self.outranked = []
 
     def _conformed(self, fresh: Fresh) -> dict[str, pa.Table] | None:
         """Each table's fresh rows as one Arrow table, in order; ``None`` if a row does not fit its table.
@@ -829,16 +895,19 @@ class _Writer:
         out = {}
         for table, runs in fresh.items():
             try:
-                out[table] = pa.concat_tables([
+                rows = pa.concat_tables([
                     _taken(batch.tables[table], rows) if batch is not None
                     else conform(table, [{**row, **self.stamp} for row in rows])
-                    for batch, rows in runs
+                    for batch, rows, _, _ in runs
                 ])
             except SchemaMismatchError:
                 return None
+            priorities = [pa.array([priority] * len(indices), pa.int64()) for _, indices, priority, _ in runs]
+            out[table] = rows.append_column(_PRIORITY, pa.chunked_array(priorities, pa.int64()))
         return out
 
-    def _stage(self, table: str, rows: pa.Table) -> None:
+    def _stage(self, table: str, rows: pa.Table, *, written: int = 0) -> None:
+        """Stage ``rows`` (with their :data:`_PRIORITY`), ``written`` of them new keys."""
         if rows.num_rows == 0:
             return
         self.staged_rows.saw(table, rows)
@@ -848,16 +917,79 @@ class _Writer:
         self.staged_bytes += rows.nbytes
         self.writer_bytes[table] += rows.nbytes
         if table != "quarantine":
-            self.report.counts[table].written += rows.num_rows
+            self.report.counts[table].written += written
         if self.writer_bytes[table] >= WRITE_CHUNK_BYTES:
             self._spill(table)
 
     def _spill(self, table: str) -> None:
-        """Write ``table``'s locally staged rows to Delta as a part of its one commit, and start anew."""
+        """Write ``table``'s locally staged rows to Delta as a part of its one commit, and start anew.
+
+        The kept rows of keys staged twice stay staged here instead (a still richer row may come, and
+        the part written cannot lose them): they are not counted towards the next part's size.
+        """
+        path = str(self.staging / f"{table}.arrows")
         self.writers.pop(table).close()
         self.writer_bytes[table] = 0
-        with pa.OSFile(str(self.staging / f"{table}.arrows")) as handle:
-            self.spilled.setdefault(table, self.lake.staged_append(table)).write(pa.ipc.open_stream(handle))
+        held: list[pa.RecordBatch] = []
+        with pa.OSFile(path) as handle:
+            reader = pa.ipc.open_stream(handle)
+            schema = reader.schema
+            part = self.spilled.setdefault(table, self.lake.staged_append(table))
+            part.write(self._resolved(table, reader, held))
+        if held:
+            self.writers[table] = pa.ipc.new_stream(path, schema)
+            for batch in held:
+                self.writers[table].write_batch(batch)
+
+    def _resolved(self, table: str, reader: pa.RecordBatchReader,
+                  held: list[pa.RecordBatch] | None = None) -> pa.RecordBatchReader:
+        """The staged rows of ``reader`` in the lake's schema, less those a richer row of their key staged
+        later outranks. With ``held``, the kept rows of keys staged twice go there instead."""
+        schema = schema_of(table)
+        contested = self.contested.get(table)
+        if not contested:
+            return pa.RecordBatchReader.from_batches(schema, (batch.select(schema.names) for batch in reader))
+        first = KEYS[table][0]
+        value_set = pa.array(sorted(contested if table == "steps" else {key[0] for key in contested}),
+                             schema.field(first).type)
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for batch in reader:
+                hits = pc.indices_nonzero(pc.is_in(batch.column(first), value_set=value_set)).to_pylist()
+                if hits:
+                    keep, hold = [True] * batch.num_rows, [False] * batch.num_rows
+                    columns = [batch.column(name).to_pylist() for name in KEYS[table]]
+                    priorities = batch.column(_PRIORITY).to_pylist()
+                    for row in hits:
+                        winner, twice = self._winner(table, tuple(column[row] for column in columns))
+                        keep[row] = priorities[row] == winner and not (twice and held is not None)
+                        hold[row] = priorities[row] == winner and twice and held is not None
+                    if held is not None and any(hold):
+                        held.append(batch.filter(pa.array(hold)))
+                    batch = batch.filter(pa.array(keep))
+                yield batch.select(schema.names)
+
+        return pa.RecordBatchReader.from_batches(schema, batches())
+
+    def _contested_keys(self, table: str) -> pa.Table:
+        """The keys of ``table`` staged twice (by a richer row) since the last commit."""
+        schema = schema_of(table)
+        if table != "steps":
+            keys = sorted(self.contested[table])
+            return pa.table({name: pa.array([key[i] for key in keys], schema.field(name).type)
+                             for i, name in enumerate(KEYS[table])})
+        trajectories, indices = [], []
+        for trajectory in sorted(self.contested[table]):
+            seen = twice = 0
+            for mask in self.step_ranks[trajectory].values():
+                twice |= seen & mask
+                seen |= mask
+            for index in range(twice.bit_length()):
+                if twice >> index & 1:
+                    trajectories.append(trajectory)
+                    indices.append(index)
+        return pa.table({"trajectory_id": pa.array(trajectories, schema.field("trajectory_id").type),
+                         "step_index": pa.array(indices, schema.field("step_index").type)})
 
     def _stage_quarantine(self) -> None:
         rows, self.quarantine_rows = self.quarantine_rows, []
@@ -868,7 +1000,9 @@ class _Writer:
                 keys.add((row["quarantine_id"],))
                 new.append(row)
         if new:
-            self._stage("quarantine", conform("quarantine", new))
+            rows = conform("quarantine", new)
+            priorities = pa.array([0] * rows.num_rows, pa.int64())
+            self._stage("quarantine", rows.append_column(_PRIORITY, priorities))
 
     # -- commit ---------------------------------------------------------------------------------
 
@@ -882,7 +1016,11 @@ class _Writer:
         }
 
     def _commit_staged(self, metadata: dict[str, str]) -> None:
-        """Commit every table's staged rows (one commit each) and start new staging files."""
+        """Commit every table's staged rows (one commit each) and start new staging files.
+
+        Their keys are then as final as those of an earlier ingest: a richer row read later is a
+        duplicate (but for grown sessions).
+        """
         for writer in self.writers.values():
             writer.close()
         for table in _WRITE_ORDER:
@@ -890,18 +1028,25 @@ class _Writer:
         self.writers.clear()
         self.writer_bytes.clear()
         self.staged_bytes = 0
+        self.ranks.clear()
+        self.step_ranks.clear()
+        self.contested.clear()
 
     def _append_staged(self, table: str, metadata: dict[str, str]) -> None:
         """One commit of ``table``'s staged rows (its writer closed), if it has any: those still in the
         local staging file, and the parts already written (:meth:`_spill`)."""
         spilled = self.spilled.pop(table, None)
+        if spilled is not None and self.contested.get(table):
+            # Rows written as a part before a richer row of their key was staged (those staged since are
+            # held back from the parts: _spill).
+            spilled.discard(self._contested_keys(table))
         if table in self.writers:
             with pa.OSFile(str(self.staging / f"{table}.arrows")) as handle:
+                rows = self._resolved(table, pa.ipc.open_stream(handle))
                 if spilled is None:
-                    self.report.versions[table] = self.lake.append_stream(table, pa.ipc.open_stream(handle),
-                                                                          metadata=metadata)
+                    self.report.versions[table] = self.lake.append_stream(table, rows, metadata=metadata)
                     return
-                spilled.write(pa.ipc.open_stream(handle))
+                spilled.write(rows)
         if spilled is not None:
             self.report.versions[table] = spilled.commit(metadata)
 
@@ -963,18 +1108,18 @@ def _taken(rows: pa.Table, indices: list[int]) -> pa.Table:
     return rows.take(indices)
 
 
-def _add_rows(runs: list[tuple[_Batch | None, list[Any]]], bundle: Bundle | _Packed, table: str,
-              positions: list[int]) -> None:
-    """Add rows of a bundle (by position in its ``table`` rows) to a table's fresh ``runs``."""
+def _add_rows(runs: list[tuple[_Batch | None, list[Any], int, bool]], bundle: Bundle | _Packed, table: str,
+              positions: list[int], priority: int, *, richer: bool) -> None:
+    """Add rows of a bundle (by position in its ``table`` rows) to a table's fresh ``runs`` (``Fresh``)."""
     if isinstance(bundle, _Packed):
         start = bundle.spans[table][0]
         batch, rows = bundle.batch, [start + position for position in positions]
     else:
         batch, rows = None, [bundle.rows[table][position] for position in positions]
-    if runs and runs[-1][0] is batch:
+    if runs and runs[-1][0] is batch and runs[-1][2:] == (priority, richer):
         runs[-1][1].extend(rows)
     else:
-        runs.append((batch, rows))
+        runs.append((batch, rows, priority, richer))
 
 
 def _printable(text: str) -> str:

@@ -369,6 +369,19 @@ class StagedAppend:
         )
         self._written = True
 
+    def discard(self, keys: pa.Table) -> None:
+        """Delete the rows written so far whose key columns (those of ``keys``) match a row of ``keys``: rows
+        a later part replaces. Nothing is visible until :meth:`commit`, which adds the files left."""
+        if not self._written or keys.num_rows == 0:
+            return
+        predicate = " AND ".join(f"t.{name} = s.{name}" for name in keys.column_names)
+        (
+            DeltaTable(self._uri, storage_options=self._lake.storage_options)
+            .merge(keys, predicate=predicate, source_alias="s", target_alias="t")
+            .when_matched_delete()
+            .execute()
+        )
+
     def commit(self, properties: CommitProperties | Mapping[str, str] | None = None) -> int:
         """Add every part written to the table in one commit (none when nothing was written).
 

@@ -472,6 +472,129 @@ class TestLargeLogs:
         assert streamed_peak < held_peak / 8, (streamed_peak, held_peak)
 
 
+def _comparable(lake: Lake) -> dict[str, pl.DataFrame]:
+    return {table: comparable_rows(lake, table) for table in (*DATA_TABLES, "quarantine")}
+
+
+def _one_file_per_call(folder: Path, calls: list[dict[str, Any]], *, longest_first: bool = False) -> Path:
+    """``calls`` one per file, as OpenHands' ``log_completions`` writes them outside an evaluation run folder;
+    named so that the files sort in call order, or with the longest call first."""
+    folder.mkdir(parents=True)
+    for number, call in enumerate(calls):
+        rank = len(calls) - number if longest_first else number
+        (folder / f"gpt-4o-{rank:03d}.json").write_text(json.dumps(call), encoding="utf-8")
+    return folder
+
+
+class TestReadingOrderAndBoundaries:
+    """One conversation's calls in many files give the same rows however the ingest reads them: in one
+    flush or one per file (``flush_bytes``), in this process or in readers, whichever file comes first.
+    Each file describes the trajectory again; the longest call's row wins, and a produced step wins over
+    the same message re-sent."""
+
+    def test_the_real_logs_give_the_longest_call_whatever_the_flush_and_the_readers(self, chat_dir, tmp_path):
+        lake = Lake(tmp_path / "default")
+        report = ingest([chat_dir], lake, workers=1)
+        readers = {"workers": 2, "parallel_min_bytes": 0}
+        for name, options in {"flush": {"workers": 1}, "readers": readers}.items():
+            other = Lake(tmp_path / name)
+            other_report = ingest([chat_dir], other, flush_bytes=1, **options)
+            assert other.read("trajectories")["n_steps"].to_list() == [21], name
+            assert {t: vars(c) for t, c in other_report.counts.items()} == {
+                t: vars(c) for t, c in report.counts.items()
+            }, name
+            for table, rows in _comparable(other).items():
+                assert rows.equals(comparable_rows(lake, table)), (name, table)
+
+    @pytest.mark.parametrize("longest_first", [False, True], ids=["call-order", "longest-first"])
+    def test_one_file_per_call_gives_the_same_rows_whatever_the_flush_and_the_file_order(
+        self, first, tmp_path, longest_first
+    ):
+        calls = _conversation(first, "Fix the parser.", 6)
+        folder = _one_file_per_call(tmp_path / "calls", calls, longest_first=longest_first)
+        lake = Lake(tmp_path / "default")
+        ingest([folder], lake, workers=1)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert trajectory["n_steps"] == len(calls[-1]["messages"]) + 1
+        replies = lake.read("steps").filter(pl.col("role") == "assistant")
+        assert replies.height == len(calls) and replies["tokens"].null_count() == 0  # each its call's
+        for name, options in {
+            "flush": {"workers": 1},
+            "readers": {"workers": 2, "parallel_min_bytes": 0},
+        }.items():
+            other = Lake(tmp_path / name)
+            ingest([folder], other, flush_bytes=1, **options)
+            for table, rows in _comparable(other).items():
+                assert rows.equals(comparable_rows(lake, table)), (name, table)
+        assert ingest([folder], lake, flush_bytes=1).total("written") == 0
+
+    @pytest.mark.parametrize("longest_first", [False, True], ids=["call-order", "longest-first"])
+    def test_rows_staged_in_many_chunks_keep_the_richest_description(
+        self, first, tmp_path, monkeypatch, longest_first
+    ):
+        # Every staging writes its rows to Delta at once (WRITE_CHUNK_BYTES), before a later file brings a
+        # richer description of them.
+        ingest_module = importlib.import_module("trajectory_lake.ingest")
+        calls = _conversation(first, "Fix the parser.", 6)
+        folder = _one_file_per_call(tmp_path / "calls", calls, longest_first=longest_first)
+        once, chunked = Lake(tmp_path / "once"), Lake(tmp_path / "chunked")
+        ingest([folder], once, workers=1)
+        monkeypatch.setattr(ingest_module, "WRITE_CHUNK_BYTES", 1)
+        report = ingest([folder], chunked, workers=1, flush_bytes=1)
+        assert unreconciled(report) == {}
+        for table, rows in _comparable(chunked).items():
+            assert rows.equals(comparable_rows(once, table)), table
+
+    def test_a_reply_that_does_not_fit_its_table_costs_only_its_row_in_any_flush(self, first, tmp_path):
+        # The flush that holds the last call both outranks the trajectory staged before and has a row to
+        # quarantine (its reply's token count is beyond int64): it is staged again without that row.
+        calls = _conversation(first, "Fix the parser.", 6)
+        calls[-1]["response"]["usage"]["completion_tokens"] = 2**70
+        folder = _one_file_per_call(tmp_path / "calls", calls)
+        once, flushed = Lake(tmp_path / "once"), Lake(tmp_path / "flushed")
+        ingest([folder], once, workers=1)
+        report = ingest([folder], flushed, workers=1, flush_bytes=1)
+        assert report.total("quarantined") == 1 and unreconciled(report) == {}
+        assert flushed.read("trajectories")["n_steps"].to_list() == [len(calls[-1]["messages"]) + 1]
+        for table, rows in _comparable(flushed).items():
+            assert rows.equals(comparable_rows(once, table)), table
+
+    def test_a_longer_conversation_in_a_later_ingest_replaces_the_trajectory_row(self, first, tmp_path):
+        folder = _one_file_per_call(tmp_path / "calls", _conversation(first, "Fix the parser.", 6))
+        once, twice = Lake(tmp_path / "once"), Lake(tmp_path / "twice")
+        ingest([folder], once)
+        ingest(sorted(folder.iterdir())[:3], twice)
+        report = ingest([folder], twice)
+        assert report.counts["trajectories"].written == 1  # the three-call row, replaced
+        for table in ("runs", "trajectories", "steps", "candidates", "outcomes"):
+            assert comparable_rows(twice, table).equals(comparable_rows(once, table)), table
+        # A task row is written once: it names the file its first ingest took it from.
+        (task,) = twice.read("tasks").to_dicts()
+        assert task["source_uri"] == (folder / "gpt-4o-002.json").resolve().as_uri()
+
+    def test_a_step_in_the_lake_keeps_its_first_description(self, chat_dir, tmp_path):
+        # The last call re-sends the first call's reply (step 2) as a message: ingested first, that
+        # description stays, and the first call's usage does not reach the step later.
+        lake = Lake(tmp_path / "lake")
+        ingest([chat_dir / LAST], lake)
+        ingest([chat_dir / FIRST], lake)
+        step = _steps(lake).row(2, named=True)
+        assert step["role"] == "assistant" and step["tokens"] is None
+        assert "usage" not in json.loads(step["extra"] or "{}")
+
+    def test_with_commit_bytes_a_committed_row_is_final_but_the_trajectory_still_grows(self, first, tmp_path):
+        folder = _one_file_per_call(tmp_path / "calls", _conversation(first, "Fix the parser.", 6))
+        once, committed = Lake(tmp_path / "once"), Lake(tmp_path / "committed")
+        ingest([folder], once, workers=1)
+        report = ingest([folder], committed, workers=1, flush_bytes=1, commit_bytes=1)
+        commits = [c for c in committed.history("steps") if c.get("harvest.ingest_id") == report.ingest_id]
+        assert len(commits) > 2
+        for table in ("runs", "trajectories", "steps", "candidates", "outcomes"):
+            assert comparable_rows(committed, table).equals(comparable_rows(once, table)), table
+        (task,) = committed.read("tasks").to_dicts()
+        assert task["source_uri"] == (folder / "gpt-4o-000.json").resolve().as_uri()
+
+
 def _ingest_records(path: Path, records: list[dict[str, Any]]) -> tuple[Lake, IngestReport]:
     lake = Lake(path.parent / "lake")
     return lake, ingest([_write_jsonl(path, records)], lake)
