@@ -244,6 +244,7 @@ def ingest(
         origins: dict[Path, dict[str, tuple[SourceFile, Adapter]]] = {}
         groups = _group(files, report, writer, origins)
         _read_submissions(groups, report, writer)
+        _list_files_beside(groups, report)
         # Labels an earlier ingest could not place; this one's candidates of their instances, and of the
         # instances its own reports label, are noted as they are staged (see _late_labels).
         waiting = waiting_labels(lake, read=report.sources)
@@ -598,6 +599,25 @@ def _read_submissions(
         if path.resolve() in skipped:
             report.skipped.remove(skipped[path.resolve()])
         source.release()
+
+
+def _list_files_beside(
+    groups: list[tuple[RunGroup, list[tuple[SourceFile, Adapter]]]], report: IngestReport
+) -> None:
+    """List as ignored, with what they are read for, the files an adapter reads beside its records
+    (:meth:`Adapter.files_beside`: a run-batch's exit statuses), which a directory's walk lists as skipped."""
+    skipped = {Path(path).resolve(): path for path in report.skipped}
+    for _, members in groups:
+        for source, adapter in members:
+            try:  # adapter code: a defect in it leaves the files listed as skipped, never stops the ingest
+                beside = adapter.files_beside(source)
+            except Exception:  # noqa: BLE001
+                logger.warning("%s: files beside %s not listed", adapter.name, source.path, exc_info=True)
+                continue
+            for path, reason in beside.items():
+                report.ignored.setdefault(str(path), f"{adapter.name}: {reason}")
+                if (listed := skipped.pop(path.resolve(), None)) is not None:
+                    report.skipped.remove(listed)
 
 
 def _submission_reader(members: Sequence[tuple[SourceFile, Adapter]]) -> Adapter | None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import polars as pl
 import pytest
+import yaml
 
 from tests.trajectory_lake._helpers import read_jsonl, unreconciled
 from trajectory_lake import IngestReport, Lake, ingest
@@ -249,6 +250,92 @@ class TestMiniSweAgentFolder:
         assert lake.read("quarantine").height == 0
         assert unreconciled(report) == {}
         assert report.warnings == []
+
+
+# mini-swe-agent's run-batch (run/extra/swebench.py 1.x, run/benchmarks/swebench.py 2.x) writes
+# <out>/preds.json, <out>/<iid>/<iid>.traj.json, <out>/minisweagent.log (2.x) and, per invocation, the exit
+# statuses as RunBatchProgressManager saves them: <out>/exit_statuses_<time.time()>.yaml.
+# The earlier invocation's file sorts after the later one's by name, not by the time in it.
+_EARLIER, _LATER = "exit_statuses_999999999.25.yaml", "exit_statuses_1750000000.5.yaml"
+_LIMITED, _RERUN, _CRASHED = "astropy__astropy-12907", "astropy__astropy-14182", "astropy__astropy-14365"
+
+
+def _exit_statuses(folder: Path, name: str, by_status: dict[str | None, list[str]]) -> None:
+    # yaml.dump(self._get_overview_data(), indent=4), as batch_progress.py writes it
+    (folder / name).write_text(yaml.dump({"instances_by_exit_status": by_status}, indent=4))
+
+
+@pytest.fixture
+def batch_run(mini_dir: Path, tmp_path: Path) -> Path:
+    """A run-batch output folder of two invocations, from the real files: predictions, one trajectory."""
+    out = tmp_path / "deepseek-chat_lite"
+    (out / TRAJ_IDS[0]).mkdir(parents=True)
+    shutil.copy(mini_dir / "deepseek-chat_lite_preds.json", out / "preds.json")
+    shutil.copy(_traj_path(mini_dir, TRAJ_IDS[0]), out / TRAJ_IDS[0] / f"{TRAJ_IDS[0]}.traj.json")
+    (out / "minisweagent.log").write_text("minisweagent INFO: Results will be saved to deepseek-chat_lite\n")
+    _exit_statuses(out, _EARLIER, {"Submitted": [TRAJ_IDS[1]], "LimitsExceeded": [_LIMITED, _RERUN],
+                                   "Uncaught RuntimeError": [_CRASHED], None: ["astropy__astropy-14995"]})
+    _exit_statuses(out, _LATER, {"Submitted": [_RERUN], "LimitsExceeded": [TRAJ_IDS[0]]})
+    return out
+
+
+class TestMiniSweAgentRunBatchExitStatuses:
+    """An instance whose prediction has no trajectory takes the exit status its run-batch recorded."""
+
+    def test_a_prediction_takes_the_status_its_run_recorded_for_it(self, batch_run, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([batch_run], lake)
+        recorded = {_LIMITED: "LimitsExceeded", TRAJ_IDS[1]: "Submitted", _CRASHED: "Uncaught RuntimeError"}
+        for iid, status in recorded.items():
+            trajectory = _trajectory(lake, iid)
+            assert trajectory["exit_status"] == status
+            assert json.loads(trajectory["extra"])["read_beside"] == {"exit_status": _EARLIER}
+
+    def test_the_latest_invocations_status_wins_by_the_time_in_its_name(self, batch_run, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([batch_run], lake)
+        trajectory = _trajectory(lake, _RERUN)
+        assert trajectory["exit_status"] == "Submitted"
+        assert json.loads(trajectory["extra"])["read_beside"] == {"exit_status": _LATER}
+
+    def test_a_trajectorys_own_status_wins(self, batch_run, trajs, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([batch_run], lake)
+        trajectory = _trajectory(lake, TRAJ_IDS[0])
+        assert trajectory["exit_status"] == trajs[TRAJ_IDS[0]]["info"]["exit_status"] == "Submitted"
+        assert "read_beside" not in json.loads(trajectory["extra"])
+
+    def test_an_instance_the_run_recorded_nothing_for_keeps_the_predictions_status(self, batch_run, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([batch_run], lake)
+        for iid in ("astropy__astropy-14995", "astropy__astropy-6938"):  # a None status; not listed
+            trajectory = _trajectory(lake, iid)
+            assert trajectory["exit_status"] == "submitted"
+            assert "read_beside" not in json.loads(trajectory["extra"] or "{}")
+
+    def test_the_status_files_are_listed_as_read_the_log_as_skipped(self, batch_run, tmp_path):
+        report = ingest([batch_run], Lake(tmp_path / "lake"))
+        assert report.skipped == [str(batch_run / "minisweagent.log")]
+        for name in (_EARLIER, _LATER):
+            assert report.ignored[str(batch_run.resolve() / name)].startswith(
+                "swebench-predictions: the exit statuses a run-batch invocation recorded")
+        assert report.total("quarantined") == 0 and unreconciled(report) == {}
+
+    def test_a_status_file_named_among_the_files_is_listed_as_read_not_quarantined(self, batch_run, tmp_path):
+        """``harvest ingest <out>/*.json <out>/*.yaml``: files named explicitly are always detected."""
+        named = [path for path in sorted(batch_run.iterdir()) if path.suffix in (".json", ".yaml")]
+        report = ingest(named, Lake(tmp_path / "lake"))
+        assert report.total("quarantined") == 0
+        for name in (_EARLIER, _LATER):
+            assert report.sources[(batch_run / name).resolve().as_uri()] == "run-batch-exit-statuses"
+            assert str(batch_run.resolve() / name) in report.ignored
+
+    def test_without_predictions_beside_them_the_status_files_stay_skipped(self, batch_run, tmp_path):
+        (batch_run / "preds.json").unlink()
+        report = ingest([batch_run], Lake(tmp_path / "lake"))
+        assert sorted(report.skipped) == sorted(str(batch_run / name)
+                                                for name in (_EARLIER, _LATER, "minisweagent.log"))
+        assert report.ignored == {}
 
 
 class TestTasksFromSeveralSources:

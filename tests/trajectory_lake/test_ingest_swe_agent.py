@@ -886,6 +886,28 @@ class TestSweAgentExitStatuses:
         assert trajectory["exit_status"] == "submitted"
         assert "read_beside" not in _extra(trajectory)
 
+    def test_a_prediction_without_a_trajectory_takes_the_run_batch_report_s(self, swe_dir, trajs, tmp_path):
+        # run-batch's output dir: preds.json (model_name_or_path: the dir's name), <iid>/<iid>.traj and
+        # run_batch_exit_statuses.yaml; an instance whose trajectory is not there has only its prediction
+        run = tmp_path / "run"
+        (run / IID).mkdir(parents=True)
+        shutil.copy(swe_dir / V1_FC, run / IID / f"{IID}.traj")
+        patch = trajs[V1_FC]["info"]["submission"]
+        preds = {iid: {"model_name_or_path": "run", "instance_id": iid, "model_patch": patch}
+                 for iid in (IID, "x__y-1")}
+        (run / "preds.json").write_text(json.dumps(preds), encoding="utf-8")
+        statuses = {"instances_by_exit_status": {"submitted": [IID], "submitted (exit_cost)": ["x__y-1"]}}
+        (run / "run_batch_exit_statuses.yaml").write_text(yaml.dump(statuses, indent=4))
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run], lake)
+        rows = {row["task_id"]: row for row in lake.read("trajectories").to_dicts()}
+        bare = rows["swe-bench/x__y-1"]
+        assert bare["exit_status"] == "submitted (exit_cost)"
+        assert _extra(bare)["read_beside"] == {"exit_status": "run_batch_exit_statuses.yaml"}
+        assert rows[f"swe-bench/{IID}"]["source_format"] == "swe-agent:v1"
+        assert report.skipped == []
+        assert str(run.resolve() / "run_batch_exit_statuses.yaml") in report.ignored
+
     def test_an_integer_exit_status_is_read_as_text(self, trajs, tmp_path):
         # sweagent/types.py: StepOutput.exit_status is typed int | str | None
         document = json.loads(json.dumps(trajs[V1_FC]))

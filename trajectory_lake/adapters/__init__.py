@@ -15,7 +15,7 @@ from trajectory_lake.adapters.atif import (
     HarborTrialFile,
 )
 from trajectory_lake.adapters.codex import CodexRollout
-from trajectory_lake.adapters.mini_swe_agent import MiniSweAgentTrajectory
+from trajectory_lake.adapters.mini_swe_agent import MiniSweAgentTrajectory, RunBatchExitStatuses
 from trajectory_lake.adapters.moatless import (
     MoatlessFlowSettings,
     MoatlessFlowStatus,
@@ -59,6 +59,7 @@ ADAPTERS: tuple[type[Adapter], ...] = (
     # the thousands a run logs (each the whole conversation so far) are never parsed by the sniffers below
     OpenHandsCompletionLog,
     MiniSweAgentTrajectory,
+    RunBatchExitStatuses,  # <out>/exit_statuses_<time>.yaml, run_batch_exit_statuses.yaml, named explicitly
     CodexRollout,  # JSONL of {timestamp, type: session_meta | response_item | event_msg | ..., payload}
     AtifTrajectory,  # {"schema_version": "ATIF-v1.x", session_id, agent, steps}
     HarborTrialFile,  # a Harbor trial's result.json / verifier/reward.{txt,json}, read with its trajectory

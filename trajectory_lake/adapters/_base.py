@@ -394,6 +394,12 @@ class Adapter(ABC):
         """Outcomes this source gives, by instance id (label sources only)."""
         return iter(())
 
+    def files_beside(self, source: SourceFile) -> dict[Path, str]:
+        """The files beside ``source`` that :meth:`read` reads with it (no data files: a directory's walk
+        lists them as skipped), each with what it is read for: the ingest lists them as ignored with that
+        reason."""
+        return {}
+
     def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined | Skipped]:
         """The records of ``source`` (or one :class:`Skipped` when the file holds nothing of its own to
         ingest)."""

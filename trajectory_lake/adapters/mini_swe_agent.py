@@ -26,6 +26,12 @@ instead of chat messages: the model's turn is the whole response object ``{"obje
 (output text, reasoning summary, function calls, ``output_tokens``), one ``tool`` step per output; the
 output items' remaining fields stay in the step's ``extra``.
 
+A ``run-batch`` folder (``<out>/preds.json``, ``<out>/<instance_id>/<instance_id>.traj.json``,
+``<out>/minisweagent.log``) also holds, per invocation, ``<out>/exit_statuses_<time>.yaml``: the predictions
+read it beside them (:mod:`trajectory_lake.adapters._beside`), so an instance without a trajectory file
+takes the exit status its run recorded. Named among the files to ingest, it is recognised
+(:class:`RunBatchExitStatuses`) and listed as ignored, never quarantined.
+
 The task is the SWE-bench instance when ``instance_id`` (else the file name) is one; any other task
 (``mini`` on a local repository, other benchmarks) is identified by the harness and a hash of its
 prompt, as the lake does for every harness.
@@ -39,10 +45,12 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile
+from trajectory_lake.adapters._beside import instances_by_exit_status, is_exit_status_report, read_yaml_beside
 from trajectory_lake.adapters._harness_common import resolve_task_id
 from trajectory_lake.records import (
     Bundle,
     Quarantined,
+    Skipped,
     as_timestamp,
     make_candidate,
     make_outcome,
@@ -53,7 +61,7 @@ from trajectory_lake.records import (
     normalise_tool_calls,
 )
 
-__all__ = ["MiniSweAgentTrajectory"]
+__all__ = ["MiniSweAgentTrajectory", "RunBatchExitStatuses"]
 
 _PR_DESCRIPTION = re.compile(
     r"<pr_description>\s*(?:Consider the following PR description:\s*)?(.*?)</pr_description>", re.S
@@ -218,6 +226,25 @@ class MiniSweAgentTrajectory(Adapter):
             timestamp=as_timestamp(extra.get("timestamp")),
             extra=leftovers,
         )
+
+
+class RunBatchExitStatuses(Adapter):
+    """A run-batch invocation's exit statuses named among the files to ingest (mini-swe-agent's
+    ``exit_statuses_<time>.yaml``, SWE-agent's ``run_batch_exit_statuses.yaml``): nothing of its own, read
+    with the predictions (and SWE-agent's trajectories) beside it."""
+
+    name: ClassVar[str] = "run-batch-exit-statuses"
+    table: ClassVar[str] = "trajectories"
+
+    @classmethod
+    def sniff(cls, source: SourceFile) -> bool:
+        return is_exit_status_report(source.path.name) and (
+            instances_by_exit_status(read_yaml_beside(source.path)) is not None
+        )
+
+    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Skipped]:
+        yield Skipped("the exit statuses a run-batch invocation recorded: read with the predictions beside "
+                      "it")
 
 
 def _dict_or_empty(value: Any) -> dict[str, Any]:  # noqa: ANN401 - a damaged file may hold anything

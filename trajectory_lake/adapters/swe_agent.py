@@ -85,10 +85,13 @@ from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
-import yaml
-
 from trajectory_lake._json import loads
 from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile, run_dir_of
+from trajectory_lake.adapters._beside import (
+    SWE_AGENT_EXIT_STATUSES,
+    instances_by_exit_status,
+    read_yaml_beside,
+)
 from trajectory_lake.adapters._harness_common import (
     as_dict,
     as_list,
@@ -133,9 +136,7 @@ _TRAJECTORY_STEP_KEYS = ("execution_time", "state", "extra_info")
 # A RetryAgent attempt's own copy: <output_dir>/attempt_<i>/<instance_id>.traj (RetryAgent._setup_agent).
 _ATTEMPT_DIR = re.compile(r"^attempt_(\d+)$")
 _BATCH_CONFIG = "run_batch.config.yaml"
-_EXIT_STATUSES = "run_batch_exit_statuses.yaml"
 _RUN_SINGLE_KEYS = ("agent", "problem_statement", "env")
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class SweAgentTrajectory(Adapter):
@@ -318,7 +319,7 @@ class SweAgentTrajectory(Adapter):
         if exit_status is None and instance_id and position is None:
             exit_status = place.batch_exit_status(instance_id)
             if exit_status is not None:
-                read_beside["exit_status"] = _EXIT_STATUSES
+                read_beside["exit_status"] = SWE_AGENT_EXIT_STATUSES
         instance_text = _instance_message(history)
         prompt = _problem_text(replay, instance_text)
         domain = "ctf" if instance_text is not None and _CTF.match(instance_text.lstrip()) else "swe"
@@ -473,18 +474,14 @@ class _Place:
     def batch_exit_status(self, instance_id: str) -> str | None:
         """The exit status ``run_batch_exit_statuses.yaml`` gives ``instance_id``
         (``{instances_by_exit_status: {status: [instance ids]}}``), if any."""
-        report = _config_file(self.run_dir / _EXIT_STATUSES)
-        by_status = report.get("instances_by_exit_status") if isinstance(report, dict) else None
-        for status, ids in by_status.items() if isinstance(by_status, dict) else ():
-            if isinstance(status, str) and status and isinstance(ids, list) and instance_id in ids:
-                return status
-        return None
+        statuses = instances_by_exit_status(read_yaml_beside(self.run_dir / SWE_AGENT_EXIT_STATUSES))
+        return (statuses or {}).get(instance_id)
 
     # Read once per file (a RetryAgent file asks for each of its attempts).
     @cached_property
     def _instance_config(self) -> tuple[dict[str, Any], str | None]:
         for name in (self.path.name.removesuffix(".traj") + ".config.yaml", "config.yaml"):
-            found = _config_file(self.instance_dir / name)
+            found = read_yaml_beside(self.instance_dir / name)
             # A RunSingleConfig, not any config.yaml that happens to lie beside a trajectory.
             if isinstance(found, dict) and any(isinstance(found.get(k), dict) for k in _RUN_SINGLE_KEYS):
                 return found, name
@@ -492,21 +489,9 @@ class _Place:
 
     @cached_property
     def _batch_agent(self) -> dict[str, Any] | None:
-        batch = _config_file(self.run_dir / _BATCH_CONFIG)
+        batch = read_yaml_beside(self.run_dir / _BATCH_CONFIG)
         agent = batch.get("agent") if isinstance(batch, dict) else None
         return agent if isinstance(agent, dict) and agent else None
-
-
-def _config_file(path: Path) -> Any:  # noqa: ANN401 - any YAML value
-    """A YAML file SWE-agent writes beside its trajectories. Its configs are
-    ``yaml.dump(config.model_dump_json())``: YAML holding the config's JSON text, read here as the object it
-    encodes. ``None`` when the file is missing or unreadable: it only fills in what a trajectory does not
-    say, so it never costs the trajectory."""
-    try:
-        value = yaml.load(path.read_text(encoding="utf-8"), Loader=_YAML_LOADER)
-        return loads(value) if isinstance(value, str) else value
-    except (OSError, ValueError, RecursionError, yaml.YAMLError):  # ValueError: UnicodeDecodeError, bad JSON
-        return None
 
 
 def _held_by_retry_file(path: Path, index: int) -> bool:

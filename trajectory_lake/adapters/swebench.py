@@ -22,7 +22,12 @@ Formats (from the SWE-bench harness and the published leaderboard submissions):
   whole, as JSON, in the run's config as ``submission``; one that is not a YAML mapping is quarantined.
 
 Each prediction becomes a trajectory (no steps unless a trajectory file of the same run adds them),
-its patch a ``patch`` candidate, and its verdict a ``resolved`` outcome.
+its patch a ``patch`` candidate, and its verdict a ``resolved`` outcome. Its exit status is ``submitted``
+(``empty_patch`` for a blank patch), unless a ``run-batch`` exit-status report beside the predictions
+(mini-swe-agent's ``exit_statuses_<time>.yaml``, SWE-agent's ``run_batch_exit_statuses.yaml``:
+:mod:`trajectory_lake.adapters._beside`) records the instance's (``Submitted``, ``LimitsExceeded``,
+``Uncaught <Error>``...): then that one, and ``extra.read_beside`` names the report. A trajectory file of
+the rollout still wins with its own.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from trajectory_lake.adapters._base import (
     run_dir_of,
     sample_matches,
 )
+from trajectory_lake.adapters._beside import batch_exit_statuses, exit_status_reports
 from trajectory_lake.records import (
     Bundle,
     Quarantined,
@@ -292,6 +298,7 @@ class _RecordAdapter(Adapter):
     splittable: ClassVar[bool] = True
 
     def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
+        beside = self._beside(source)
         for item in _records(self, source):
             if isinstance(item, Quarantined):
                 yield item
@@ -300,13 +307,25 @@ class _RecordAdapter(Adapter):
             try:
                 if not isinstance(record, dict):
                     raise ValueError(f"expected an object, got {type(record).__name__}")
-                yield self._bundle(source, group, locator, record)
+                yield self._bundle(source, group, locator, record, beside)
             except ValueError as exc:
                 yield self.quarantine(locator, str(exc), raw)
 
+    def _beside(self, source: SourceFile) -> dict[str, Any]:
+        """What the files beside ``source`` say that its records need (read once per file, or part)."""
+        return {}
+
     @abstractmethod
-    def _bundle(self, source: SourceFile, group: RunGroup, locator: str, record: dict[str, Any]) -> Bundle:
-        """The rows of one record; raises ``ValueError`` (the record is quarantined) when it is malformed."""
+    def _bundle(
+        self,
+        source: SourceFile,
+        group: RunGroup,
+        locator: str,
+        record: dict[str, Any],
+        beside: dict[str, Any],
+    ) -> Bundle:
+        """The rows of one record (``beside``: :meth:`_beside`'s); raises ``ValueError`` (the record is
+        quarantined) when it is malformed."""
 
 
 class SweBenchTasks(_RecordAdapter):
@@ -320,7 +339,14 @@ class SweBenchTasks(_RecordAdapter):
     def sniff(cls, source: SourceFile) -> bool:
         return sample_matches(_sample(source), whole=_is_task, near=_is_damaged_task)
 
-    def _bundle(self, source: SourceFile, group: RunGroup, locator: str, record: dict[str, Any]) -> Bundle:
+    def _bundle(
+        self,
+        source: SourceFile,
+        group: RunGroup,
+        locator: str,
+        record: dict[str, Any],
+        beside: dict[str, Any],
+    ) -> Bundle:
         instance_id = _require_str(record, "instance_id")
         prompt = _require_str(record, "problem_statement")
         for key in ("repo", "base_commit", "patch"):
@@ -376,7 +402,25 @@ class SweBenchPredictions(_RecordAdapter):
                 return {} if model == folder else {"model": model}
         return {}
 
-    def _bundle(self, source: SourceFile, group: RunGroup, locator: str, record: dict[str, Any]) -> Bundle:
+    def files_beside(self, source: SourceFile) -> dict[Path, str]:
+        return {
+            path: (f"the exit statuses a run-batch invocation recorded ({len(statuses)} instance(s)), "
+                   "read with the predictions beside it: each takes its instance's (a trajectory's own wins)")
+            for path, statuses in exit_status_reports(source.path.parent)
+        }
+
+    def _beside(self, source: SourceFile) -> dict[str, Any]:
+        # run-batch writes preds.json and its exit-status reports into one output folder
+        return {"exit_statuses": batch_exit_statuses(source.path.parent)}
+
+    def _bundle(
+        self,
+        source: SourceFile,
+        group: RunGroup,
+        locator: str,
+        record: dict[str, Any],
+        beside: dict[str, Any],
+    ) -> Bundle:
         instance_id = _require_str(record, "instance_id")
         # The harness reads record["model_patch"]: null is an empty submission, a missing key is damage.
         if "model_patch" not in record:
@@ -418,6 +462,12 @@ class SweBenchPredictions(_RecordAdapter):
             own = label_source if isinstance(label_source, str) else REPORT_EVALUATOR
             labels["resolved", own] = float(as_bool(record["resolved"], what="field 'resolved'"))
         extra = {k: v for k, v in record.items() if k not in ("instance_id", "model_patch", "resolved", "system")}
+        exit_status = "submitted" if patch.strip() else "empty_patch"
+        # The run's own record of how the instance ended; a line that names its own run is not of this run.
+        recorded = None if system else beside.get("exit_statuses", {}).get(instance_id)
+        if recorded is not None:
+            exit_status, report = recorded
+            extra["read_beside"] = {"exit_status": report}
         trajectory = make_trajectory(
             run=run,
             task_id=task_id_for(FAMILY, instance_id),
@@ -425,7 +475,7 @@ class SweBenchPredictions(_RecordAdapter):
             source_format=self.name,
             source_uri=source.uri,
             source_sha256=source.sha256,
-            exit_status="submitted" if patch.strip() else "empty_patch",
+            exit_status=exit_status,
             extra=extra,
         )
         candidate = make_candidate(trajectory, kind="patch", content=patch)
