@@ -28,10 +28,12 @@ lake holds (at its current version) and those this ingest writes, and written in
 
 **Which candidate a label is for**: the run's submitted patch on the task, the ``patch`` candidate of its
 rollout ``attempt=0`` (every SWE adapter gives the submitted rollout attempt 0, so a prediction and a
-trajectory of it agree). Its id follows from the run and the task, and the outcome is built by
-:func:`make_outcome` with the evaluator and source of a report read with its predictions: ingesting the
-report and the predictions together, one after the other in either order, or again, writes the same
-outcome rows once.
+trajectory of it agree). The task is ``swe-bench/<instance_id>``, but in a run of benchmark ``swe-gym``:
+OpenHands evaluates SWE-Gym with the SWE-bench harness and names its tasks ``swe-gym/<instance_id>``
+(``adapters.openhands``, whose outcomes of those reports have the evaluator ``swe-gym``). The candidate's id
+follows from the run and the task, and the outcome is built by :func:`make_outcome` with the evaluator and
+source of a report read with its predictions: ingesting the report and the predictions together, one after
+the other in either order, or again, writes the same outcome rows once.
 
 Among the runs that match and hold a candidate of one of the report's instances (all of them, including
 those its own group labelled as it was read):
@@ -41,6 +43,9 @@ those its own group labelled as it was read):
   ingest warns;
 * a label with no candidate (no run holds one, or the one run has none for that instance) is quarantined
   as *waiting* (``WAITING`` in its error; raw: ``{instance_id: {outcome: value}}``) and the ingest warns.
+  Its error says which runs matched and what they lack: no run at all, no submitted patch of the task, or
+  only patches of other rollouts (a moatless search tree's several finished branches, of which the tree
+  does not say which was submitted: the run's predictions, once ingested, hold the submitted one).
   Every later ingest looks up the waiting labels whose instances it writes candidates of (from the raw, or,
   where ``max_raw_bytes`` cut it short, from the report file read again), and attaches those whose run now
   holds their candidate by the same rule. The quarantine row stays: it records what
@@ -68,6 +73,7 @@ import pyarrow.compute as pc
 from trajectory_lake._hashing import canonical_json
 from trajectory_lake._json import loads
 from trajectory_lake.adapters import ADAPTERS, Adapter, RunGroup, SourceFile, run_dir_of
+from trajectory_lake.adapters.openhands import SWE_GYM
 from trajectory_lake.adapters.swebench import FAMILY, REPORT_EVALUATOR, run_summary_of, run_summary_stem
 from trajectory_lake.lake import Lake
 from trajectory_lake.records import (
@@ -99,6 +105,8 @@ _SUMMARY = "the run summary "
 AMBIGUOUS = "label not attached: several runs match"
 _NODE_LABEL = re.compile(r"@node_\d+$")  # adapters._base.node_label: a moatless per-leaf report's label
 _CANDIDATE_COLUMNS = ("candidate_id", "trajectory_id", "task_id", "benchmark")
+# The task families the SWE-bench harness's reports label, each with the evaluator of their outcomes.
+_EVALUATORS = {FAMILY: REPORT_EVALUATOR, SWE_GYM: SWE_GYM}
 _RUN_COLUMNS = ("run_id", "name", "model", "benchmark")
 
 logger = logging.getLogger(__name__)
@@ -212,6 +220,16 @@ class LateLabels:
     origins: dict[str, tuple[SourceFile, Adapter]]
     waiting: bool = False
     cut: set[str] = field(default_factory=set)
+
+
+def _family(run: Mapping[str, Any]) -> str:
+    """The task family of a run's SWE-bench instance ids (see the module docstring).
+
+    Examples:
+        >>> _family({"benchmark": "swe-gym"}), _family({"benchmark": "swe-bench-lite"})
+        ('swe-gym', 'swe-bench')
+    """
+    return SWE_GYM if run.get("benchmark") == SWE_GYM else FAMILY
 
 
 def rollout_candidate_id(run_id: str, task_id: str) -> str:
@@ -336,14 +354,18 @@ class StagedRows:
     instances of ``instances`` (those some report labels), as the writer stages them (:meth:`saw`).
 
     Of a candidate only its id and benchmark are kept (its other key columns follow from its id's run
-    and task): as much memory as the writer's own key set for deduplication, at most.
+    and task), and a count of patches per run and task (to say why a label found none of a run's):
+    as much memory as the writer's own key set for deduplication, at most.
     """
 
     def __init__(self, instances: Iterable[str]) -> None:
-        self.tasks = sorted({task_id_for(FAMILY, i) for key in instances if (i := _instance_of(key))})
+        ids = {i for key in instances if (i := _instance_of(key))}
+        self.tasks = sorted(task_id_for(family, i) for i in ids for family in _EVALUATORS)
         self._wanted = pa.array(self.tasks, pa.string())
         self.runs: dict[str, dict[str, Any]] = {}
         self.candidates: dict[str, str | None] = {}  # candidate id -> benchmark
+        # (run id, task id) -> how many patch candidates of the run on the task (a message says so)
+        self.patches: dict[tuple[str, str], int] = {}
 
     def saw(self, table: str, rows: pa.Table) -> None:
         """Note what of ``rows``, staged for ``table``, a late label may need."""
@@ -353,8 +375,12 @@ class StagedRows:
         elif table == "candidates" and self.tasks:
             kept = rows.filter(pc.is_in(rows["task_id"], value_set=self._wanted))
             benchmarks: dict[str | None, str | None] = {}  # one string per benchmark, not one per row
-            ids, values = kept["candidate_id"].to_pylist(), kept["benchmark"].to_pylist()
-            for candidate_id, benchmark in zip(ids, values, strict=True):
+            columns = ("candidate_id", "benchmark", "run_id", "task_id", "kind")
+            for candidate_id, benchmark, run_id, task_id, kind in zip(
+                *(kept[column].to_pylist() for column in columns), strict=True
+            ):
+                if kind == "patch" and candidate_id not in self.candidates:
+                    self.patches[run_id, task_id] = self.patches.get((run_id, task_id), 0) + 1
                 self.candidates[candidate_id] = benchmarks.setdefault(benchmark, benchmark)
 
 
@@ -377,27 +403,31 @@ def attach(late: list[LateLabels], staged: StagedRows, lake: Lake) -> Attachment
     if not late:
         return out
     runs = _runs(lake, staged, [item.run for item in late])
-    expected: dict[str, list[tuple[int, str, str]]] = {}  # a candidate id -> each (late index, run, instance)
+    matched = [[run for run in runs if item.run.matches(run["name"], run["model"])] for item in late]
+    # a candidate id -> each (late index, run, instance, task) it would be the submitted patch of
+    expected: dict[str, list[tuple[int, str, str, str]]] = {}
     for index, item in enumerate(late):
-        for run in runs:
-            if item.run.matches(run["name"], run["model"]):
-                for instance_id in item.instances:
-                    candidate = rollout_candidate_id(run["run_id"], task_id_for(FAMILY, instance_id))
-                    expected.setdefault(candidate, []).append((index, run["run_id"], instance_id))
+        for run in matched[index]:
+            for instance_id in item.instances:
+                task_id = task_id_for(_family(run), instance_id)
+                candidate = rollout_candidate_id(run["run_id"], task_id)
+                expected.setdefault(candidate, []).append((index, run["run_id"], instance_id, task_id))
     found = _candidates(lake, staged, expected, {run["benchmark"] for run in runs})
     # per late item: run id -> instance id -> the run's candidate of that instance
     held: list[dict[str, dict[str, dict[str, Any]]]] = [{} for _ in late]
     for candidate_id, benchmark in found.items():
-        for index, run_id, instance_id in expected[candidate_id]:
-            row = _rollout_candidate(run_id, task_id_for(FAMILY, instance_id), benchmark)
+        for index, run_id, instance_id, task_id in expected[candidate_id]:
+            row = _rollout_candidate(run_id, task_id, benchmark)
             held[index].setdefault(run_id, {})[instance_id] = row
     by_id = {run["run_id"]: run for run in runs}
-    for item, holders in zip(late, held, strict=True):
+    for item, holders, its_runs in zip(late, held, matched, strict=True):
         if item.waiting and not any(row["candidate_id"] in staged.candidates
                                     for rows in holders.values() for row in rows.values()):
             continue  # nothing new for these labels in this ingest
         _read_again(item)
-        _settle(item, holders, by_id, out)
+        missing = _settle(item, holders, by_id, out)
+        if missing:
+            _quarantine_missing(item, missing, its_runs, _other_patches(lake, staged, its_runs, missing), out)
     return out
 
 
@@ -406,8 +436,10 @@ def _settle(
     holders: dict[str, dict[str, dict[str, Any]]],
     runs: Mapping[str, dict[str, Any]],
     out: Attachment,
-) -> None:
-    """Attach ``item``'s labels to the candidates of the one run that holds some, or quarantine them."""
+) -> list[str]:
+    """Attach ``item``'s labels to the candidates of the one run that holds some, or quarantine them as
+    ambiguous; the labels it has no candidate for (those :func:`_quarantine_missing` quarantines, none for
+    waiting labels)."""
     if len(holders) > 1:
         named = ", ".join(sorted(_run_text(runs[run_id]) for run_id in holders))
         if not item.waiting:
@@ -420,7 +452,7 @@ def _settle(
         what = "waiting label(s)" if item.waiting else "label(s)"
         out.warnings.append(f"{len(item.labels)} {what} in {item.key} not attached: {len(holders)} runs "
                             f"match its {item.run.describe()}: {named}")
-        return
+        return []
     candidates = next(iter(holders.values()), {})
     missing = []
     for instance_id, outcomes in item.labels.items():
@@ -428,29 +460,81 @@ def _settle(
         if candidate is None:
             missing.append(instance_id)
             continue
+        evaluator = _EVALUATORS[candidate["task_id"].partition("/")[0]]  # a joint read's (module docstring)
         bundle = Bundle(locator=f"$[{instance_id!r}]")
         for name, value in outcomes.items():
             bundle.add("outcomes", make_outcome(candidate, name=name, value=value, source="harness",
-                                                evaluator=REPORT_EVALUATOR))
+                                                evaluator=evaluator))
         source, adapter = item.origins[instance_id]
         out.outcomes.append((source, adapter, bundle))
-    if item.waiting or not missing:
-        return
+    return [] if item.waiting else missing
+
+
+def _quarantine_missing(
+    item: LateLabels,
+    missing: list[str],
+    runs: list[dict[str, Any]],
+    others: Mapping[tuple[str, str], int],
+    out: Attachment,
+) -> None:
+    """Quarantine the labels of ``item`` that no candidate of its ``runs`` (those it matches) took, saying
+    which runs matched and what they lack, and warn."""
+    named = ", ".join(_run_text(run) for run in runs)
     for instance_id in missing:
         if _NODE_LABEL.search(instance_id):
             reason = ("the label of a search tree's leaf matched no branch of the tree read with it (a "
                       "per-leaf report labels the tree beside it, never a candidate in the lake)")
+        elif not runs:
+            reason = (f"{WAITING}: {item.run.describe()} matches no run in the lake or in this ingest; the "
+                      f"ingest that writes the run's submitted patch for {instance_id!r} attaches this label")
         else:
-            reason = (f"{WAITING}: {item.run.describe()} has no submitted patch for {instance_id!r} in the "
-                      "lake or in this ingest; the ingest that writes it attaches this label")
+            tasks = {run["run_id"]: task_id_for(_family(run), instance_id) for run in runs}
+            held = {run_id: n for run_id, task_id in tasks.items() if (n := others.get((run_id, task_id)))}
+            which = "which has no" if len(runs) == 1 else "none of which has a"
+            looked_up = " or ".join(map(repr, sorted(set(tasks.values()))))
+            reason = (f"{WAITING}: {item.run.describe()} matches {named}, {which} submitted patch for "
+                      f"{instance_id!r} (the patch of its rollout attempt 0 on {looked_up})")
+            if held:
+                reason += (f"; it holds {sum(held.values())} patch(es) of other rollouts of the task (a "
+                           "search tree's finished branches, of which the tree does not say which was "
+                           "submitted, or attempts not chosen), and the report does not say which of them it "
+                           "evaluated: ingest the run's predictions, the patches it submitted")
+            reason += "; the ingest that writes the submitted patch attaches this label"
         out.quarantined.append(_quarantined(item, instance_id, reason))
     waiting = not any(_NODE_LABEL.search(instance_id) for instance_id in missing)
+    examples = f"(e.g. {', '.join(missing[:3])})"
+    if not runs:
+        what = f"{examples}: no run in the lake or in this ingest is its {item.run.describe()}"
+    else:
+        what = f"of {'that run' if len(runs) == 1 else 'the runs it matches'} {examples}: {named}"
     out.warnings.append(
-        f"{len(missing)} label(s) in {item.key} matched no candidate of that run "
-        f"(e.g. {', '.join(missing[:3])}); "
+        f"{len(missing)} label(s) in {item.key} matched no candidate {what}; "
         + ("quarantined, waiting for their candidates: an ingest that writes them attaches them" if waiting
            else "quarantined with the reason")
     )
+
+
+def _other_patches(lake: Lake, staged: StagedRows, runs: list[dict[str, Any]],
+                   instances: list[str]) -> dict[tuple[str, str], int]:
+    """(run id, task id) -> how many patch candidates ``runs`` hold on the tasks of ``instances``, in the
+    lake and staged by this ingest (none of them the submitted one: a message says why none was taken)."""
+    pairs = {(run["run_id"], task_id_for(_family(run), i)) for run in runs for i in instances
+             if not _NODE_LABEL.search(i)}
+    if not pairs:
+        return {}
+    counts = {pair: n for pair in pairs if (n := staged.patches.get(pair))}
+    held = (
+        lake.scan("candidates")
+        .filter(pl.col("run_id").is_in(sorted({r for r, _ in pairs}))
+                & pl.col("task_id").is_in(sorted({t for _, t in pairs})) & (pl.col("kind") == "patch"))
+        .group_by("run_id", "task_id")
+        .len()
+        .collect()
+    )
+    for run_id, task_id, n in held.iter_rows():
+        if (run_id, task_id) in pairs:
+            counts[run_id, task_id] = counts.get((run_id, task_id), 0) + n
+    return counts
 
 
 def _quarantined(item: LateLabels, instance_id: str, reason: str) -> tuple[SourceFile, Adapter, Quarantined]:

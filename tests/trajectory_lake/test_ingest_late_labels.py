@@ -192,7 +192,9 @@ class TestReportBeforeItsPredictions:
         assert lake.read("outcomes").height == 0
         counts = first.counts["outcomes"]
         assert (counts.read, counts.written, counts.quarantined) == (len(lines), 0, len(lines))
-        assert len(first.warnings) == 1 and "matched no candidate of that run" in first.warnings[0]
+        (warning,) = first.warnings
+        assert f"matched no candidate (e.g. {lines[0]['instance_id']}" in warning
+        assert f"no run in the lake or in this ingest is its run {SYSTEM!r}" in warning
         waiting = lake.read("quarantine")
         assert waiting["error"].str.starts_with(WAITING).all()
         assert {k: v for raw in waiting["raw"] for k, v in json.loads(raw).items()} == {
@@ -233,10 +235,30 @@ class TestReportWithoutItsRun:
         assert warning.startswith(f"{len(lines)} label(s) in {tmp_path / SYSTEM} matched no candidate")
         rows = lake.read("quarantine")
         assert rows.height == len(lines) and set(rows["table"]) == {"outcomes"}
-        assert rows["error"].str.starts_with(f"{WAITING}run {SYSTEM!r} has no submitted patch for ").all()
+        assert rows["error"].str.starts_with(
+            f"{WAITING}run {SYSTEM!r} matches no run in the lake or in this ingest; ").all()
         assert set(rows["source_uri"]) == {
             (tmp_path / SYSTEM / "logs" / r["instance_id"] / "report.json").as_uri() for r in lines
         }
+
+    def test_a_report_whose_run_lacks_an_instance_names_the_run_and_the_task(self, lines, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        _ingest(lake, _predictions(tmp_path / SYSTEM, lines[:6]))
+        report = _ingest(lake, _reports(tmp_path / "elsewhere" / SYSTEM / "logs", lines))
+        assert _verdicts(lake) == _expected(lines[:6])
+        (run,) = lake.read("runs").to_dicts()
+        (warning,) = report.warnings
+        assert f"matched no candidate of that run (e.g. {lines[6]['instance_id']}" in warning
+        assert f"): {SYSTEM!r} ({run['run_id']}, model {MODEL!r}); quarantined, waiting" in warning
+        rows = lake.read("quarantine").sort("locator")
+        assert rows.height == 6
+        for row, line in zip(rows.to_dicts(), sorted(lines[6:], key=lambda r: r["instance_id"]), strict=True):
+            iid = line["instance_id"]
+            assert row["error"] == (
+                f"{WAITING}run {SYSTEM!r} matches {SYSTEM!r} ({run['run_id']}, model {MODEL!r}), which has "
+                f"no submitted patch for {iid!r} (the patch of its rollout attempt 0 on 'swe-bench/{iid}'); "
+                "the ingest that writes the submitted patch attaches this label"
+            )
 
     def test_two_runs_of_the_harness_folders_model_are_not_guessed_between(self, lines, tmp_path):
         lake = Lake(tmp_path / "lake")

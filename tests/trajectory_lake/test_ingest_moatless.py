@@ -330,6 +330,29 @@ class TestMoatlessSeveralFinishedBranches:
         assert row["error"].startswith("swebench-report: label waiting for its candidate: run 'run' ")
         assert json.loads(row["raw"]) == {IID: {"resolved": 1.0}}
 
+    def test_the_runs_label_says_the_run_holds_only_branches_not_its_submitted_patch(self, branched):
+        lake, report = branched
+        (run,) = lake.read("runs").to_dicts()
+        assert f"matched no candidate of that run (e.g. {IID}): 'run' ({run['run_id']}" in report.warnings[0]
+        (row,) = lake.read("quarantine").to_dicts()
+        error = row["error"]
+        assert f"matches 'run' ({run['run_id']}" in error
+        assert f"no submitted patch for {IID!r} (the patch of its rollout attempt 0 on {TASK!r})" in error
+        assert "it holds 2 patch(es) of other rollouts of the task (a search tree's finished" in error
+
+    def test_the_same_from_a_report_ingested_after_the_tree(self, tree, tmp_path):
+        run = tmp_path / "run"
+        (run / IID).mkdir(parents=True)
+        (run / IID / "trajectory.json").write_text(json.dumps(_branched(tree)), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([run], lake)
+        (run / "report.json").write_text(json.dumps({IID: {"resolved": True}}), encoding="utf-8")
+        report = ingest([run / "report.json"], lake)
+        assert lake.read("outcomes").filter(pl.col("name") == "resolved").height == 0
+        assert "matched no candidate of that run" in report.warnings[0]
+        (row,) = lake.read("quarantine").to_dicts()
+        assert "it holds 2 patch(es) of other rollouts of the task" in row["error"]
+
     def test_a_value_function_reward_is_a_judge_score(self, branched):
         lake, _ = branched
         (score,) = lake.read("outcomes").to_dicts()

@@ -29,6 +29,8 @@ EVAL_FILE = "official_example_multi_swe_bench_output.jsonl"
 COMPLETIONS = ("openhands_litellm_completion_first_call.json", "openhands_litellm_completion_last_call.json")
 NON_STEP = {("action", "recall"), ("action", "change_agent_state"), ("observation", "agent_state_changed")}
 DATASET = "princeton-nlp__SWE-bench_Lite-test"
+# swe_bench/run_infer.py with --dataset SWE-Gym/SWE-Gym: dataset.replace("/", "__") + "-" + split
+GYM_DATASET = "SWE-Gym__SWE-Gym-train"
 RUN_NAME = "gpt-4o-2024-05-13_maxiter_50_N_v0.35.0-no-hint-run_1"
 # What update_output_with_eval.py writes back into each line (its defaults, resolved set from report.json).
 LINE_REPORT = {
@@ -129,9 +131,10 @@ def _write_run(
     run_report: dict[str, Any] | None,
     instance_reports: dict[str, dict[str, Any]],
     line_reports: dict[str, dict[str, Any]],
+    dataset: str = DATASET,
 ) -> Path:
     """A run folder ``<dataset>/<agent>/<model>_maxiter_<n>_N_<note>/`` as ``eval_infer.sh`` leaves it."""
-    run = root / DATASET / "CodeActAgent" / RUN_NAME
+    run = root / dataset / "CodeActAgent" / RUN_NAME
     (run / "logs").mkdir(parents=True)
     (run / "metadata.json").write_text(json.dumps(lines[0]["metadata"]), encoding="utf-8")
     write_jsonl(run / "output.jsonl.bak", lines)  # update_output_with_eval.py keeps the line as it was
@@ -398,6 +401,47 @@ class TestLabelSources:
         }
 
 
+class TestSweGymFolder:
+    """OpenHands runs SWE-Gym through its swe_bench scripts and the SWE-bench harness: the same folder, whose
+    tasks are ``swe-gym/<instance_id>`` (the harness's reports key them by instance id)."""
+
+    @pytest.fixture
+    def gym_run(self, swe_lines, completion_files, tmp_path) -> Path:
+        out_dir = f"evaluation/evaluation_outputs/outputs/{GYM_DATASET}/CodeActAgent/{RUN_NAME}"
+        metadata = {"dataset": GYM_DATASET, "eval_output_dir": out_dir}
+        lines = [{**line, "metadata": {**line["metadata"], **metadata}} for line in swe_lines]
+        first, second = (line["instance_id"] for line in lines)
+        return _write_run(
+            tmp_path / "gym",
+            lines,
+            completion_files,
+            run_report=_run_report([first], [second]),
+            instance_reports={
+                first: _instance_report(first, resolved=True, f2p=(["test_a"], [])),
+                second: _instance_report(second, resolved=False, f2p=([], ["test_a"])),
+            },
+            line_reports={},
+            dataset=GYM_DATASET,
+        )
+
+    def test_its_reports_ingested_after_the_output_label_its_candidates(self, gym_run, swe_lines, tmp_path):
+        joint = Lake(tmp_path / "joint")
+        assert ingest([gym_run], joint).warnings == []
+        first, second = (line["instance_id"] for line in swe_lines)
+        assert _outcomes(joint) == {
+            (f"swe-gym/{first}", "resolved"): (1.0, "harness", "swe-gym"),
+            (f"swe-gym/{first}", "f2p_pass_rate"): (1.0, "harness", "swe-gym"),
+            (f"swe-gym/{second}", "resolved"): (0.0, "harness", "swe-gym"),
+            (f"swe-gym/{second}", "f2p_pass_rate"): (0.0, "harness", "swe-gym"),
+        }
+        lake = Lake(tmp_path / "lake")
+        ingest([gym_run / "metadata.json", gym_run / "output.jsonl"], lake)
+        assert lake.read("outcomes").height == 0
+        report = ingest([gym_run / "report.json", gym_run / "eval_outputs"], lake)
+        assert report.warnings == [] and lake.read("quarantine").height == 0
+        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
+
+
 class TestMultiSweBenchFolder:
     """The real multi-swe-bench lines, in the folder OpenHands' multi_swe_bench scripts leave: the verdict
     update_output_with_eval.py writes back (from multi-swe-bench's own final_report.json) labels them; a
@@ -460,8 +504,11 @@ class TestMultiSweBenchFolder:
     def test_a_swe_bench_run_report_labels_no_multi_swe_bench_candidate(self, msb, sample_lines):
         run, _, report = msb
         (warning,) = report.warnings
+        # the lines name their run after their own eval_output_dir, which is not this folder
+        iid = sample_lines[0]["instance_id"]
         assert warning.startswith(
-            f"1 label(s) in {run} matched no candidate of that run (e.g. {sample_lines[0]['instance_id']})"
+            f"1 label(s) in {run} matched no candidate (e.g. {iid}): no run in the lake or in this ingest is "
+            f"its run {run.name!r}"
         )
 
 

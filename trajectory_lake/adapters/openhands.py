@@ -118,6 +118,7 @@ from trajectory_lake.records import (
 )
 
 __all__ = [
+    "SWE_GYM",
     "OpenHandsCompletionLog",
     "OpenHandsEvalConversion",
     "OpenHandsEvalMetadata",
@@ -128,6 +129,8 @@ __all__ = [
 ]
 
 HARNESS = "openhands"
+# The task family (and benchmark) of SWE-Gym instances: their tasks are "swe-gym/<instance_id>".
+SWE_GYM = "swe-gym"
 
 # Keys event_to_dict writes next to ``args`` / ``extras`` (everything else of a flat legacy event is
 # an arg or an extra).
@@ -178,7 +181,7 @@ _EMPTY = (None, {}, [])
 _VERSION_IN_NOTE = re.compile(r"_N_v?(\d+\.\d+(?:\.\d+)?)")
 # Task families whose candidates the SWE-bench harness's reports in the run folder label (SWE-Gym runs are
 # evaluated with OpenHands' swe_bench scripts and the SWE-bench harness too).
-_HARNESS_LABELLED = frozenset({FAMILY, "swe-gym"})
+_HARNESS_LABELLED = frozenset({FAMILY, SWE_GYM})
 _SWE_INSTANCE = re.compile(r"^[A-Za-z0-9_.-]+__[A-Za-z0-9_.-]+-\d+$")
 
 
@@ -897,7 +900,7 @@ def _eval_task_family(dataset: Any, instance_id: str, path: Path) -> tuple[str, 
     if re.search(r"multi[-_ ]?swe[-_ ]?bench", text):
         return "multi-swe-bench", "multi-swe-bench"
     if re.search(r"swe[-_ ]?gym", text):
-        return "swe-gym", "swe-gym"
+        return SWE_GYM, SWE_GYM
     if re.search(r"swe[-_ ]?bench", text):
         return FAMILY, infer_benchmark(None, Path(text))
     if not text:
@@ -1093,7 +1096,7 @@ class OpenHandsEvalOutput(_LineAdapter):
         if patch is not None and not isinstance(patch, str):
             raise ValueError(f"test_result.git_patch must be a string, got {type(patch).__name__}")
         domain = (
-            "swe" if family in (FAMILY, "multi-swe-bench", "swe-gym") or patch is not None else "assistant"
+            "swe" if family in (FAMILY, "multi-swe-bench", SWE_GYM) or patch is not None else "assistant"
         )
         run = make_run(
             name=_eval_run_name(metadata, group) if metadata else group.run_name,
