@@ -240,7 +240,7 @@ def ingest(
     lake.create()
     report = IngestReport(ingest_id=str(uuid.uuid4()), lake=lake.uri, skipped=[str(p) for p in skipped])
     with tempfile.TemporaryDirectory(prefix="harvest-ingest-") as staging_dir:
-        writer = _Writer(lake, report, Path(staging_dir), max_raw_bytes, commit_bytes)
+        writer = _Writer(lake, report, Path(staging_dir), max_raw_bytes, commit_bytes, files=files)
         origins: dict[Path, dict[str, tuple[SourceFile, Adapter]]] = {}
         groups = _group(files, report, writer, origins)
         _read_submissions(groups, report, writer)
@@ -661,8 +661,9 @@ class _Writer:
     Keys already in the lake are loaded once per table on first use (for ``steps``: how many steps
     each trajectory already has), so deduplication needs no lake query per batch.
 
-    Of the rows this ingest reads for one key, the one of the highest bundle priority is written (the
-    first read of those, on a tie), wherever the flushes fall: rows are deduplicated and staged a flush
+    Of the rows this ingest reads for one key, the one of the highest bundle priority is written (on a
+    tie, the one of the file first by path, then the first read in it), however the files are named and
+    wherever the flushes fall: rows are deduplicated and staged a flush
     at a time, so a richer description read after its key was staged is staged too, and the rows it
     outranks are dropped as the staged rows are written to Delta (:meth:`_resolved`). A key in the lake
     before the ingest (or committed earlier in it, with ``commit_bytes``) keeps its row, but for grown
@@ -670,9 +671,12 @@ class _Writer:
     """
 
     def __init__(
-        self, lake: Lake, report: IngestReport, staging: Path, max_raw_bytes: int, commit_bytes: int | None = None
+        self, lake: Lake, report: IngestReport, staging: Path, max_raw_bytes: int,
+        commit_bytes: int | None = None, *, files: Sequence[Path] = (),
     ) -> None:
         self.lake = lake
+        # Each file's place by path, which breaks ties between bundles of one priority (:meth:`_priority`).
+        self.places = {path: place for place, path in enumerate(sorted(files))}
         self.commit_bytes = commit_bytes
         self.staged_bytes = 0
         self.report = report
@@ -746,7 +750,7 @@ class _Writer:
         """Validate, deduplicate and stage everything read since the last flush."""
         # The richer description of an entity is read first (e.g. the longest call of a chat); one read
         # in a later flush is staged again (_fresh).
-        pending = sorted(self.pending, key=lambda item: -item[2].priority)
+        pending = sorted(self.pending, key=lambda item: -self._priority(item[0], item[2]))
         self.pending = []
         counts_before = {t: replace(c) for t, c in self.report.counts.items()}
         upgrades_before = len(self.task_upgrades)
@@ -805,6 +809,13 @@ class _Writer:
         self.step_masks[trajectory] = mask | bit
         return True
 
+    def _priority(self, source: SourceFile, bundle: Bundle | _Packed) -> int:
+        """The rank of ``bundle`` against the others of its keys: its priority, then the file first by path
+        (so which of two equally rich descriptions is kept does not depend on the order files are named in;
+        files not among those named come last)."""
+        count = len(self.places)
+        return bundle.priority * (count + 1) + count - self.places.get(source.path, count)
+
     def _step_outranks(self, trajectory: str, index: int, priority: int, *, new: bool) -> bool:
         """Note that step ``index`` of ``trajectory`` is staged with ``priority`` if it is ``new`` or
         outranks the step staged before (not one in the lake); returns whether it outranks it."""
@@ -838,8 +849,8 @@ class _Writer:
         """
         fresh: Fresh = defaultdict(list)
         self.outranked = []
-        for _, _, bundle in pending:
-            priority = bundle.priority
+        for source, _, bundle in pending:
+            priority = self._priority(source, bundle)
             known: dict[str, list[tuple[str, int]]] = defaultdict(list)  # trajectory id -> rows held already
             stepped: set[str] = set()
             for table, keys in _keys(bundle).items():

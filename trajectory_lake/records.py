@@ -48,8 +48,9 @@ class Bundle:
 
     Attributes:
         rows: table name -> rows (dicts keyed by column).
-        priority: when two bundles of one ingest carry the same key, the higher priority wins, the
-            first read on a tie (a full trajectory file beats a bare prediction line for the same rollout);
+        priority: when two bundles of one ingest carry the same key, the higher priority wins, on a tie
+            the one of the file first by path (a full trajectory file beats a bare prediction line for the
+            same rollout);
             a row already in the lake stays (but for grown sessions, see ``ingest``).
         locator: where the record sits in its source, for error messages.
     """

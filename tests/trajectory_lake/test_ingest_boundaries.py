@@ -3,7 +3,9 @@
 Under test: every folder of real samples (``../shared/data/formats``), ingested with the default settings
 and with one flush per file (``flush_bytes=1``) and its JSONL files read in small parts (``part_bytes``),
 each in this process and with two reader processes, gives the same rows in every table (ingest ids and
-times aside), the same counts and the same report; ingesting it again adds nothing. A folder that
+times aside), the same counts and the same report; ingesting it again adds nothing. Its files named in
+the reverse order give the same rows too (of equally rich descriptions, the file first by path wins, not
+the one named first). A folder that
 describes an entity more than once (a conversation in each of its call logs, a run or a task in each of
 its trajectories) is where a reading that depends on the flushes would show: the first description
 staged would win over a richer one read after it.
@@ -17,6 +19,7 @@ from typing import Any
 import pytest
 
 from trajectory_lake import IngestReport, Lake, ingest
+from trajectory_lake.ingest import discover
 
 from ._helpers import DATA_TABLES, comparable_rows, unreconciled
 
@@ -70,3 +73,16 @@ def test_the_rows_do_not_depend_on_the_flushes_the_parts_or_the_readers(
         assert report_seen == expected_report, reading
         for table, table_rows in rows.items():
             assert table_rows.equals(expected_rows[table]), (reading, table)
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_the_rows_do_not_depend_on_the_order_the_files_are_named_in(
+    shared_data: Path, tmp_path: Path, name: str
+) -> None:
+    files, _ = discover([shared_data / "formats" / name])
+    forward, backward = Lake(tmp_path / "forward"), Lake(tmp_path / "backward")
+    forward_report = ingest(files, forward, workers=1)
+    backward_report = ingest(files[::-1], backward, workers=1, flush_bytes=1)
+    assert _outcome(backward_report, backward)[:3] == _outcome(forward_report, forward)[:3]
+    for table in (*DATA_TABLES, "quarantine"):
+        assert comparable_rows(backward, table).equals(comparable_rows(forward, table)), table
