@@ -702,11 +702,12 @@ class _Writer:
         self.staged_rows = StagedRows(())
         # The priority of each key staged and not yet committed (steps: per trajectory, a bitset of step
         # indices per priority), the keys staged again by a richer description (steps: their trajectory
-        # ids), and the priorities those replaced in the current flush (to undo, :meth:`_forget`).
+        # ids), and the priorities those replaced in the current flush and whether they were staged again
+        # before it (to undo, :meth:`_forget`).
         self.ranks: dict[str, dict[tuple[Any, ...], int]] = defaultdict(dict)
         self.step_ranks: dict[str, dict[int, int]] = {}
         self.contested: dict[str, set[Any]] = defaultdict(set)
-        self.outranked: list[tuple[str, tuple[Any, ...], int]] = []
+        self.outranked: list[tuple[str, tuple[Any, ...], int, bool]] = []
 
     # -- intake ---------------------------------------------------------------------------------
 
@@ -870,7 +871,7 @@ class _Writer:
                         held.add(key)
                         richer = not new and priority > ranks.get(key, priority)
                         if richer:
-                            self.outranked.append((table, key, ranks[key]))
+                            self.outranked.append((table, key, ranks[key], key in self.contested[table]))
                             self.contested[table].add(key)
                         if new or richer:
                             ranks[key] = priority
@@ -913,8 +914,10 @@ class _Writer:
                     elif not richer:
                         self._key_set(table).discard(key)
                         self.ranks[table].pop(key, None)
-        for table, key, priority in reversed(self.outranked):
+        for table, key, priority, contested in reversed(self.outranked):
             self.ranks[table][key] = priority
+            if not contested:  # else _append_staged would discard the row it outranked from the parts
+                self.contested[table].discard(key)
         self.outranked = []
 
     def _conformed(self, fresh: Fresh) -> dict[str, pa.Table] | None:

@@ -559,6 +559,31 @@ class TestReadingOrderAndBoundaries:
         for table, rows in _comparable(flushed).items():
             assert rows.equals(comparable_rows(once, table)), table
 
+    def test_a_richer_row_that_does_not_fit_keeps_the_row_written_as_a_part_before_it(
+        self, first, tmp_path, monkeypatch
+    ):
+        # The first call's rows are written to Delta as a part (WRITE_CHUNK_BYTES) before the second call
+        # outranks them; its trajectory row does not fit, so the first call's rows are the ones to keep.
+        ingest_module = importlib.import_module("trajectory_lake.ingest")
+        read = openai_chat.OpenAIChatLog.read
+
+        def damaging_the_second_call(self, source, group):
+            for item in read(self, source, group):
+                if source.path.name == "gpt-4o-001.json" and "trajectories" in getattr(item, "rows", {}):
+                    item.rows["trajectories"][0]["tokens"] = 2**70
+                yield item
+
+        monkeypatch.setattr(openai_chat.OpenAIChatLog, "read", damaging_the_second_call)
+        folder = _one_file_per_call(tmp_path / "calls", _conversation(first, "Fix the parser.", 2))
+        once, chunked = Lake(tmp_path / "once"), Lake(tmp_path / "chunked")
+        ingest([folder], once, workers=1)
+        monkeypatch.setattr(ingest_module, "WRITE_CHUNK_BYTES", 1)
+        report = ingest([folder], chunked, workers=1, flush_bytes=1)
+        assert report.total("quarantined") == 1 and unreconciled(report) == {}
+        for table, rows in _comparable(chunked).items():
+            assert rows.equals(comparable_rows(once, table)), table
+        assert chunked.read("trajectories").height == 1
+
     def test_a_longer_conversation_in_a_later_ingest_replaces_the_trajectory_row(self, first, tmp_path):
         folder = _one_file_per_call(tmp_path / "calls", _conversation(first, "Fix the parser.", 6))
         once, twice = Lake(tmp_path / "once"), Lake(tmp_path / "twice")
