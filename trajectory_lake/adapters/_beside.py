@@ -52,15 +52,26 @@ def read_yaml_beside(path: Path) -> Any:  # noqa: ANN401 - any YAML value
 
 
 def instances_by_exit_status(document: Any) -> dict[str, str] | None:  # noqa: ANN401 - any YAML value
-    """instance id -> exit status of a run-batch report (``None`` if it is not one). An instance listed under
-    two statuses (a crash recorded after its end) takes the one listed last."""
+    """instance id -> exit status of a run-batch report (``None`` if it is not one).
+
+    An instance listed under two statuses (a run that raised after it ended) keeps the first listed: the
+    harnesses write the file with ``yaml.dump``, which sorts the statuses by name, so their order says
+    nothing of time; SWE-agent's ``Uncaught <Error>`` sorts before its lowercase statuses.
+
+    Examples:
+        >>> instances_by_exit_status({"instances_by_exit_status": {
+        ...     "Uncaught RuntimeError": ["a__b-1"], "submitted": ["a__b-1", "a__b-2"]}})
+        {'a__b-1': 'Uncaught RuntimeError', 'a__b-2': 'submitted'}
+    """
     by_status = document.get("instances_by_exit_status") if isinstance(document, dict) else None
     if not isinstance(by_status, dict):
         return None
     out: dict[str, str] = {}
     for status, ids in by_status.items():
         if isinstance(status, str) and status and isinstance(ids, list):  # a None status: nothing recorded
-            out.update((i, status) for i in ids if isinstance(i, str))
+            for instance_id in ids:
+                if isinstance(instance_id, str):
+                    out.setdefault(instance_id, status)
     return out
 
 
