@@ -330,21 +330,8 @@ class TestSweAgentRetryAttempts:
         rows = {_extra(r)["attempt_position"]: r for r in lake.read("trajectories").iter_rows(named=True)}
         assert sorted(rows) == [0, 1]
         assert (_extra(rows[1])["chosen"], _extra(rows[0])["chosen"]) == (True, False)
-        run = make_run(name="run", harness="swe-agent", model="gpt-4o")
-        expected = {
-            attempt: make_trajectory(
-                run=run,
-                task_id=MARSHMALLOW,
-                domain="swe",
-                source_format="",
-                source_uri=None,
-                source_sha256=None,
-                attempt=attempt,
-            )["trajectory_id"]
-            for attempt in (0, 1)
-        }
-        assert rows[1]["trajectory_id"] == expected[0]  # chosen → attempt 0
-        assert rows[0]["trajectory_id"] == expected[1]  # position 0, not chosen → attempt 1
+        assert rows[1]["trajectory_id"] == _attempt_id("run", "gpt-4o", 0)  # chosen → attempt 0
+        assert rows[0]["trajectory_id"] == _attempt_id("run", "gpt-4o", 1)  # position 0, unchosen → attempt 1
         assert rows[0]["exit_status"] == "exit_cost"
         assert _extra(rows[1])["retry_info"]["best_attempt_idx"] == 1
         assert report.total("quarantined") == 0
