@@ -18,8 +18,9 @@ import polars as pl
 import pytest
 import yaml
 
-from tests.trajectory_lake._helpers import read_jsonl, unreconciled
+from tests.trajectory_lake._helpers import comparable_rows, read_jsonl, unreconciled
 from trajectory_lake import IngestReport, Lake, ingest
+from trajectory_lake.schema import KEYS
 
 TRAJ_IDS = ("django__django-11099", "django__django-11133")
 
@@ -561,3 +562,25 @@ class TestMiniSweAgentDamagedFields:
         assert row["error"].startswith(f"mini-swe-agent: {reason}"), row["error"]
         assert lake.read("trajectories").height == 0
         assert unreconciled(report) == {}
+
+
+class TestRunBatchFolderInParts:
+    """A run-batch folder names one run however its files are split between ingests: predictions ingested
+    without the trajectories beside them take the harness those trajectories name."""
+
+    @pytest.mark.parametrize("first", ["predictions", "trajectories"])
+    def test_the_folder_in_two_ingests_gives_the_runs_and_rollouts_of_one(self, batch_run, tmp_path, first):
+        whole = Lake(tmp_path / "whole")
+        ingest([batch_run], whole)
+        parts = Lake(tmp_path / "parts")
+        predictions, trajectories = [batch_run / "preds.json"], [batch_run / TRAJ_IDS[0]]
+        for paths in (predictions, trajectories) if first == "predictions" else (trajectories, predictions):
+            ingest(paths, parts)
+        identity = ("run_id", "name", "harness", "model")
+        assert parts.read("runs").select(identity).rows() == whole.read("runs").select(identity).rows()
+        assert parts.read("runs")["harness"].to_list() == ["mini-swe-agent"]
+        # the same rollouts (a row's other columns keep the first description the lake got: README)
+        for table in ("trajectories", "candidates", "steps"):
+            keys = list(KEYS[table])
+            assert comparable_rows(parts, table).select(keys).equals(
+                comparable_rows(whole, table).select(keys)), table

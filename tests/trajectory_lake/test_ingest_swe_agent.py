@@ -298,6 +298,20 @@ class TestSweAgentLabels:
         # the .pred (preds.json's line of this instance) is not a data file: skipped, and listed so
         assert result.skipped == [str(run / IID / f"{IID}.pred")]
 
+    @pytest.mark.parametrize("first", ["preds.json", IID])
+    def test_the_run_folder_in_two_ingests_names_one_run(self, swe_dir, trajs, tmp_path, first):
+        """preds.json ingested without the trajectory beside it takes the harness and model it names."""
+        run = tmp_path / "run"
+        (run / IID).mkdir(parents=True)
+        shutil.copy(swe_dir / V1_FC, run / IID / f"{IID}.traj")
+        prediction = {"model_name_or_path": "run", "model_patch": trajs[V1_FC]["info"]["submission"]}
+        (run / "preds.json").write_text(json.dumps({IID: prediction}), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        for name in (first, IID if first == "preds.json" else "preds.json"):
+            ingest([run / name], lake)
+        assert lake.read("runs").select("name", "harness", "model").rows() == [("run", "swe-agent", "gpt-4o")]
+        assert lake.read("trajectories").height == lake.read("candidates").height == 1
+
 
 def _retry_file(trajs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """A RetryAgent file built from the real function-calling trajectory: two attempts, the second chosen."""

@@ -372,6 +372,38 @@ class SweBenchTasks(_RecordAdapter):
         return bundle
 
 
+# Where a run-batch writes an instance's trajectory beside the run's preds.json: mini-swe-agent's
+# <iid>/<iid>.traj.json (run/benchmarks/swebench.py) and SWE-agent 1.x's <iid>/<iid>.traj (run_batch.py).
+_BATCH_TRAJECTORIES = ("*/*.traj.json", "*/*.traj")
+
+
+def _trajectory_hints(run_dir: Path) -> dict[str, str]:
+    """The run hints (harness, version, model) of a trajectory file of the run folder, as its adapter
+    reads them, or nothing.
+
+    A harness's predictions (mini-swe-agent's and SWE-agent's ``preds.json``) do not name the harness; in
+    an ingest of the whole folder its trajectories do, for the whole run. Read here, the predictions name
+    the same run when they are ingested without them, before or after: one run, and one trajectory per
+    rollout, however the folder is split between ingests.
+    """
+    from trajectory_lake.adapters import detect  # the registry imports this module
+
+    for pattern in _BATCH_TRAJECTORIES:
+        found = [p for p in run_dir.glob(pattern) if p.name.startswith(p.parent.name + ".")]
+        for path in sorted(found)[:1]:
+            source = SourceFile(path=path)
+            try:  # another adapter's code: a defect in it must not cost these predictions
+                adapter = detect(source)
+                hints = adapter.hints(source) if adapter is not None and adapter.rank > 0 else {}
+            except Exception:  # noqa: BLE001 - the hints only fill in what the predictions lack
+                hints = {}
+            finally:
+                source.release()
+            if hints.get("harness"):
+                return dict(hints)
+    return {}
+
+
 class SweBenchPredictions(_RecordAdapter):
     """SWE-bench predictions (optionally labelled) → runs, trajectories, ``patch`` candidates, outcomes."""
 
@@ -394,13 +426,15 @@ class SweBenchPredictions(_RecordAdapter):
         return sample_matches(_sample(source), whole=whole, near=_is_damaged_prediction)
 
     def hints(self, source: SourceFile) -> dict[str, str]:
-        folder = run_dir_of(source.path).name
+        run_dir = run_dir_of(source.path)
+        hints = _trajectory_hints(run_dir)
         for record in _sample(source):
             model = record.get("model_name_or_path") if isinstance(record, dict) else None
             if isinstance(model, str):
-                # The folder's name is never offered to the run's other files (see _bundle).
-                return {} if model == folder else {"model": model}
-        return {}
+                if model != run_dir.name:  # the folder's name is never offered as the run's model (_bundle)
+                    hints["model"] = model
+                break
+        return hints
 
     def files_beside(self, source: SourceFile) -> dict[Path, str]:
         return {
