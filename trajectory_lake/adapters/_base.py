@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -11,6 +12,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
+
+import yaml
 
 from trajectory_lake._hashing import content_sha256
 from trajectory_lake._json import loads
@@ -406,12 +409,37 @@ class Adapter(ABC):
         return iter(())
 
     def read_submission(self, source: SourceFile) -> dict[str, Any]:
-        """What the run's ``submission_file`` says (only adapters that name one are asked).
+        r"""What the run's ``submission_file`` says: a YAML mapping (a SWE-bench leaderboard submission's
+        ``metadata.yaml``), as JSON values (a YAML date becomes its ISO text).
 
         Raises:
-            ValueError: the file cannot be read as what it should be (it is quarantined with this reason).
+            ValueError: it is not UTF-8 YAML, not a mapping, or holds keys JSON cannot (a date as a key) or
+                text UTF-8 cannot (a lone surrogate); the file is quarantined with this reason.
+
+        Examples:
+            >>> import pathlib, tempfile
+            >>> from trajectory_lake.adapters.swebench import SweBenchPredictions
+            >>> path = pathlib.Path(tempfile.mkdtemp()) / "metadata.yaml"
+            >>> _ = path.write_text("info:\n  name: SWE-agent\ntags:\n  os_system: true\n")
+            >>> SweBenchPredictions().read_submission(SourceFile(path))
+            {'info': {'name': 'SWE-agent'}, 'tags': {'os_system': True}}
         """
-        raise NotImplementedError(f"{self.name} names no submission file")
+        try:
+            document = yaml.safe_load(source.text)
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"not UTF-8 text: {exc}") from exc
+        except yaml.YAMLError as exc:
+            raise ValueError(f"invalid YAML: {' '.join(str(exc).split())}") from exc
+        except RecursionError as exc:
+            raise ValueError("invalid YAML: nested too deeply") from exc
+        if not isinstance(document, dict):
+            raise ValueError(f"expected a YAML mapping, got {type(document).__name__}")
+        try:
+            text = json.dumps(document, default=str, ensure_ascii=False)
+            text.encode("utf-8")  # a lone surrogate (YAML's "\ud800"): no row of the run could hold it
+            return json.loads(text)
+        except (TypeError, ValueError) as exc:  # a key JSON cannot hold, a cycle of YAML anchors
+            raise ValueError(f"not representable as JSON: {exc}") from exc
 
     def quarantine(self, locator: str, error: str, raw: bytes | str) -> Quarantined:
         """A quarantine marker attributed to this adapter's table."""

@@ -39,8 +39,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-import yaml
-
 from trajectory_lake._json import loads
 from trajectory_lake.adapters._base import (
     Adapter,
@@ -69,7 +67,6 @@ __all__ = [
     "SweBenchReport",
     "SweBenchTasks",
     "infer_benchmark",
-    "read_submission_metadata",
     "run_summary_label",
     "run_summary_of",
     "run_summary_stem",
@@ -182,38 +179,6 @@ def _is_record(document: dict[str, Any]) -> bool:
 
 def _raw(value: Any) -> bytes:  # noqa: ANN401 - any JSON value
     return json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
-
-
-def read_submission_metadata(source: SourceFile) -> dict[str, Any]:
-    r"""A leaderboard submission's ``metadata.yaml``, as JSON values (a YAML date becomes its ISO text).
-
-    Raises:
-        ValueError: it is not UTF-8 YAML, not a mapping, or holds keys JSON cannot (a date as a key) or
-            text UTF-8 cannot (a lone surrogate).
-
-    Examples:
-        >>> import pathlib, tempfile
-        >>> path = pathlib.Path(tempfile.mkdtemp()) / "metadata.yaml"
-        >>> _ = path.write_text("info:\n  name: SWE-agent\ntags:\n  os_system: true\n")
-        >>> read_submission_metadata(SourceFile(path))
-        {'info': {'name': 'SWE-agent'}, 'tags': {'os_system': True}}
-    """
-    try:
-        document = yaml.safe_load(source.text)
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"not UTF-8 text: {exc}") from exc
-    except yaml.YAMLError as exc:
-        raise ValueError(f"invalid YAML: {' '.join(str(exc).split())}") from exc
-    except RecursionError as exc:
-        raise ValueError("invalid YAML: nested too deeply") from exc
-    if not isinstance(document, dict):
-        raise ValueError(f"expected a YAML mapping, got {type(document).__name__}")
-    try:
-        text = json.dumps(document, default=str, ensure_ascii=False)
-        text.encode("utf-8")  # a lone surrogate (YAML's "\ud800"): no row of the run could hold it
-        return json.loads(text)
-    except (TypeError, ValueError) as exc:  # a key JSON cannot hold, a cycle of YAML anchors
-        raise ValueError(f"not representable as JSON: {exc}") from exc
 
 
 def _first_lines(source: SourceFile, limit: int = 5) -> list[Any]:
@@ -411,9 +376,6 @@ class SweBenchPredictions(_RecordAdapter):
     rank: ClassVar[int] = 0
     submission_file: ClassVar[str | None] = SUBMISSION_METADATA
 
-    def read_submission(self, source: SourceFile) -> dict[str, Any]:
-        return read_submission_metadata(source)
-
     @classmethod
     def sniff(cls, source: SourceFile) -> bool:
         document = source.is_json_document()  # a JSON document may key its records by instance id
@@ -556,9 +518,6 @@ class SweBenchReport(Adapter):
         if not isinstance(value, dict) or "model_patch" in value:
             return False
         return "resolved" in value or sum(key in value for key in cls._ENTRY_KEYS) >= 2
-
-    def read_submission(self, source: SourceFile) -> dict[str, Any]:
-        return read_submission_metadata(source)
 
     def labels(self, source: SourceFile) -> Iterator[tuple[str, dict[str, float]] | Quarantined]:
         document = source.document
