@@ -72,7 +72,7 @@ import pyarrow.compute as pc
 
 from trajectory_lake._hashing import canonical_json
 from trajectory_lake._json import loads
-from trajectory_lake.adapters import ADAPTERS, Adapter, RunGroup, SourceFile, run_dir_of
+from trajectory_lake.adapters import ADAPTERS, Adapter, RunGroup, SourceFile, run_dir_of, run_name_of
 from trajectory_lake.adapters.openhands import SWE_GYM
 from trajectory_lake.adapters.swebench import FAMILY, REPORT_EVALUATOR, run_summary_of, run_summary_stem
 from trajectory_lake.lake import Lake
@@ -138,7 +138,7 @@ class ReportRun:
             ReportRun(name='20240402_sweagent_gpt4', model_dir=None, summary=None)
         """
         model_dir = key.name if key.parent.parent.name == "run_evaluation" else None
-        return cls(name=key.name or str(key), model_dir=model_dir)
+        return cls(name=run_name_of(key), model_dir=model_dir)
 
     @classmethod
     def of_summary(cls, name: str) -> ReportRun:

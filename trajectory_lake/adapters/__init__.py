@@ -6,7 +6,7 @@ whose sniffers could both match (the most specific first).
 
 from __future__ import annotations
 
-from trajectory_lake.adapters._base import Adapter, Labels, RunGroup, SourceFile, run_dir_of
+from trajectory_lake.adapters._base import Adapter, Labels, RunGroup, SourceFile, run_dir_of, run_name_of
 from trajectory_lake.adapters.aider import AiderBenchmarkResult, AiderResult
 from trajectory_lake.adapters.atif import (
     AtifTrajectory,
@@ -52,6 +52,7 @@ __all__ = [
     "SourceFile",
     "detect",
     "run_dir_of",
+    "run_name_of",
 ]
 
 ADAPTERS: tuple[type[Adapter], ...] = (

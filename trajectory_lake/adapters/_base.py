@@ -27,6 +27,7 @@ __all__ = [
     "evaluated_node",
     "node_label",
     "run_dir_of",
+    "run_name_of",
     "sample_matches",
 ]
 
@@ -255,8 +256,8 @@ class RunGroup:
 
     @property
     def run_name(self) -> str:
-        """The run's name: the directory's name (leaderboard submissions name runs this way)."""
-        return self.key.name or str(self.key)
+        """The run's name: :func:`run_name_of` its directory."""
+        return run_name_of(self.key)
 
     def label(self, instance_id: str) -> dict[str, float]:
         """The outcomes the group's reports give ``instance_id`` (and note that they were used)."""
@@ -300,6 +301,16 @@ def node_label(instance_id: str, node_id: int) -> str:
         'django__django-11099@node_6'
     """
     return f"{instance_id}@node_{node_id}"
+
+
+def run_name_of(run_dir: Path) -> str:
+    """A run's name: its directory's (as leaderboard submissions and SWE-agent name runs).
+
+    Examples:
+        >>> run_name_of(Path("evaluation/lite/20240402_sweagent_gpt4"))
+        '20240402_sweagent_gpt4'
+    """
+    return run_dir.name or str(run_dir)
 
 
 def run_dir_of(path: Path) -> Path:

@@ -86,7 +86,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
 from trajectory_lake._json import loads
-from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile, run_dir_of
+from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile, run_dir_of, run_name_of
 from trajectory_lake.adapters._beside import (
     SWE_AGENT_EXIT_STATUSES,
     instances_by_exit_status,
@@ -453,8 +453,7 @@ class _Place:
 
     @property
     def run_name(self) -> str:
-        """The run's name: its directory's (as leaderboard submissions and SWE-agent name runs)."""
-        return self.run_dir.name or str(self.run_dir)
+        return run_name_of(self.run_dir)
 
     def replay_config(self, replay: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         """``replay`` itself, else the instance's config file beside the trajectory (and which it was)."""
