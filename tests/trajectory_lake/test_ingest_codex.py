@@ -641,6 +641,82 @@ class TestCodexToolOutputsUpstream:
         assert trajectory["n_steps"] == 5
 
 
+class TestCodexUsageBeforeItems:
+    """CLIs up to about 0.60 (a real 0.60.1 session: pinouchon/rtchess ``dev_history/exported-session.jsonl``)
+    recorded a model call's items after its ``token_count``, at the call's end; newer ones stream the items
+    first. Each call's usage still goes to the step that ended that call, in both orders."""
+
+    @staticmethod
+    def _usage(total_out: int, out: int) -> tuple[str, dict[str, Any]]:
+        info = {
+            "total_token_usage": {"input_tokens": 1000 + total_out, "output_tokens": total_out},
+            "last_token_usage": {"input_tokens": 1000, "output_tokens": out},
+        }
+        return "event_msg", {"type": "token_count", "info": info, "rate_limits": None}
+
+    @staticmethod
+    def _context() -> tuple[str, dict[str, Any]]:
+        return "turn_context", {"cwd": "/repo", "model": "gpt-5.1-codex-max", "effort": "high"}
+
+    def test_a_usage_written_before_its_calls_items_goes_to_that_call_v0_60(self, tmp_path):
+        call = {"type": "function_call", "name": "shell_command", "arguments": '{"command":"ls"}'}
+        reasoning = {"type": "reasoning", "summary": [{"type": "summary_text", "text": "**Listing**"}]}
+        output = {"type": "function_call_output", "output": "Exit code: 0\nWall time: 0 seconds\nOutput:\n"}
+        path = _write_rollout(
+            tmp_path / "rollout-2025-11-22T21-45-35-cccc.jsonl",
+            [
+                _meta("cccc", cli_version="0.60.1"),
+                *_user("make a chess board"),
+                self._context(),
+                ("event_msg", {"type": "token_count", "info": None, "rate_limits": None}),
+                self._usage(31, 31),  # call 1's usage, then call 1's items
+                ("response_item", reasoning),
+                ("response_item", {**call, "call_id": "call_1"}),
+                ("response_item", {**output, "call_id": "call_1"}),
+                self._context(),
+                self._usage(31, 31),  # the same totals repeated: no new call
+                self._usage(64, 33),  # call 2
+                ("response_item", {**call, "call_id": "call_2"}),
+                ("response_item", {**output, "call_id": "call_2"}),
+                self._context(),
+                self._usage(77, 13),  # call 3, the last: its items end the file
+                _say("Done.", phase=None),
+            ],
+        )
+        _, _, trajectory, steps = _ingest_one(path)
+        assert [(s["step_index"], s["tokens"]) for s in steps if s["tokens"] is not None] == [
+            (2, 31),
+            (4, 33),
+            (6, 13),
+        ]
+        assert json.loads(steps[4]["extra"])["usage"] == {"input_tokens": 1000, "output_tokens": 33}
+        assert steps[1]["tokens"] is None  # the reasoning did not end its call: the call's tool call did
+        assert trajectory["tokens"] == 77
+
+    def test_a_usage_with_no_items_of_its_own_is_not_given_to_the_next_call(self, tmp_path):
+        path = _write_rollout(
+            tmp_path / "rollout-2026-03-01T10-00-00-dddd.jsonl",
+            [
+                _meta("dddd"),
+                *_user("answer twice"),
+                self._context(),
+                _say("First.", phase="commentary"),
+                self._usage(10, 10),  # streamed order: after its call's message
+                self._context(),
+                self._usage(15, 5),  # a call that wrote no item
+                self._context(),
+                _say("Second."),
+                self._usage(22, 7),
+            ],
+        )
+        _, _, _, steps = _ingest_one(path)
+        assert [(s["content"], s["tokens"]) for s in steps] == [
+            ("answer twice", None),
+            ("First.", 10),
+            ("Second.", 7),
+        ]
+
+
 class TestCodexHistoryRewrites:
     """Compaction, rollback and forks: the file keeps what happened, the steps say what was replaced."""
 

@@ -52,7 +52,11 @@ Mapping (one session = one trajectory):
   ``extra.other_items``: the file's first one names the session;
 * ``token_count`` events are cumulative snapshots: the trajectory's ``tokens`` is the last snapshot's
   ``output_tokens`` (generated tokens, as the other adapters count), and each new snapshot's
-  ``last_token_usage`` is attributed to the model-output step that ended that model call;
+  ``last_token_usage`` is attributed to the model-output step that ended that model call. Newer CLIs
+  write a call's items as they stream, so its snapshot follows them; CLIs up to about 0.60 recorded a
+  call's items after its snapshot (at the call's end, with the tool outputs). A new snapshot with no
+  model output open before it is therefore held for the call's items that follow, up to the next
+  ``turn_context`` (written before every model call), a new snapshot or the end of the session;
 * the task is the first thing the user typed (the first ``user_message`` event, else the first
   ``user`` message that is not harness-injected context): ``task_id_for("codex", sha256(prompt)[:16])``;
 * the run is (harness ``codex``, originator and CLI version, model of the first ``turn_context``);
@@ -293,6 +297,7 @@ class _Session:
     total_usage: dict[str, Any] | None = None
     rate_limits: Any = None
     usage_open: list[int] = field(default_factory=list)  # model-output steps since the last usage snapshot
+    usage_pending: dict[str, Any] | None = None  # a call's usage written before its items (CLIs <= ~0.60)
     times: list[datetime] = field(default_factory=list)
     quarantined_lines: list[int] = field(default_factory=list)
 
@@ -326,6 +331,7 @@ class _Session:
         elif kind == "event_msg":
             self._event(number, payload, timestamp)
         elif kind == "turn_context":
+            self._settle_usage()  # written before every model call: a held usage has had its items
             self._turn_context(payload)
         elif kind == "compacted":
             message = payload.get("message")
@@ -441,7 +447,25 @@ class _Session:
         if total == self.total_usage:
             return  # Codex repeats the snapshot after tool calls; only a new total is a new model call
         self.total_usage = total
-        if isinstance(last, dict) and self.usage_open:
+        if self.usage_pending is not None:  # the held one's call has ended: this snapshot is the next call's
+            self._settle_usage()
+        if not isinstance(last, dict):
+            return
+        if self.usage_open:
+            self._attribute_usage(last)
+        else:  # the call's items are still to come (the order older CLIs wrote): hold it for them
+            self.usage_pending = last
+
+    def _settle_usage(self) -> None:
+        """Give a held usage snapshot to the model output written after it (none: it is dropped, the
+        session's totals still count it)."""
+        if self.usage_pending is not None:
+            self._attribute_usage(self.usage_pending)
+        self.usage_pending = None
+        self.usage_open.clear()
+
+    def _attribute_usage(self, last: dict[str, Any]) -> None:
+        if self.usage_open:
             step = self.steps[self.usage_open[-1]]
             output = last.get("output_tokens")
             if isinstance(output, int) and not isinstance(output, bool):
@@ -471,6 +495,7 @@ class _Session:
                 "no valid session_meta line: a Codex rollout starts with the session's metadata "
                 "(id, timestamp, ...)"
             )
+        self._settle_usage()  # the last call's usage, when it was written before the call's items
         prompt = self._task_prompt()
         if prompt is None:
             raise ValueError("no user message: the session has no request to use as its task")
