@@ -415,6 +415,33 @@ class TestTau2OtherShapes:
         assert error == "tau2-bench: field 'ticks' must be a list, got str"
 
 
+class TestTau2Reasoning:
+    """Reasoning kept in ``raw_data``: the whole provider response, or (``llm_utils.generate`` before it
+    kept the response, as a 2026 gemma run in oscaralvaro/tau2-bench shows) the first choice alone."""
+
+    @pytest.fixture
+    def steps(self, results, tmp_path) -> pl.DataFrame:
+        document = json.loads(json.dumps(results))
+        messages = document["simulations"][0]["messages"]
+        messages[1]["raw_data"] = {"id": "r1", "choices": [
+            {"index": 0, "message": {"role": "assistant", "reasoning_content": "Greet, then ask."}}]}
+        messages[2]["raw_data"] = {"finish_reason": "tool_calls", "index": 0, "message": {
+            "role": "assistant", "content": None, "reasoning_content": "Look the reservation up first.",
+            "thinking_blocks": [{"type": "thinking", "thinking": "Look the reservation up first."}]}}
+        lake = Lake(tmp_path / "lake")
+        ingest([_write(tmp_path / "run" / FILE_NAME, document)], lake)
+        return _steps(lake, "0")
+
+    def test_the_reasoning_of_a_whole_response_is_the_steps_reasoning(self, steps):
+        assert steps.row(1, named=True)["reasoning"] == "Greet, then ask."
+
+    def test_the_reasoning_of_a_choice_kept_alone_is_the_steps_reasoning(self, steps):
+        assert steps.row(2, named=True)["reasoning"] == "Look the reservation up first."
+
+    def test_a_message_without_reasoning_has_none(self, steps):
+        assert steps.row(0, named=True)["reasoning"] is None
+
+
 def _voice_simulation(task_id: str) -> dict[str, Any]:
     """A full-duplex simulation as upstream's ``SimulationRun`` dumps it: ``messages`` null, ``ticks`` set."""
     call = {

@@ -629,12 +629,14 @@ def _flatten(messages: list[Any]) -> Iterator[tuple[str, Any]]:
 
 
 def _reasoning(message: Mapping[str, Any]) -> str | None:
-    """Reasoning text, from the message or from the provider response kept in ``raw_data``."""
+    """Reasoning text, from the message or from the provider response kept in ``raw_data``: the whole
+    response (``{"id", "choices": [{"message"}], ...}``) or, as older ``llm_utils.generate`` kept it, its
+    first choice alone (``{"finish_reason", "index", "message"}``)."""
     value = message.get("reasoning_content")
     raw = message.get("raw_data")
     if value is None and isinstance(raw, dict):
         choices = raw.get("choices")
-        first = _object(choices[0] if isinstance(choices, list) and choices else None)
+        first = _object(choices[0] if isinstance(choices, list) and choices else None) or raw
         value = _object(first.get("message")).get("reasoning_content")
     return value if isinstance(value, str) and value else None
 
