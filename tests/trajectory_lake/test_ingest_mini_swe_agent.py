@@ -584,3 +584,130 @@ class TestRunBatchFolderInParts:
             keys = list(KEYS[table])
             assert comparable_rows(parts, table).select(keys).equals(
                 comparable_rows(whole, table).select(keys)), table
+
+
+def _v1_text_traj(*, action_regex: str | None = None, fence: str = "bash") -> dict[str, Any]:
+    """A v1 (1.14) text-mode trajectory in the shape of a real ``mini`` run (OpenRouter, grok-4-fast): the
+    command is only in the reply's fenced block, observations come back as user messages."""
+
+    def reply(content: str, reasoning: str | None) -> dict[str, Any]:
+        encrypted = {"type": "reasoning.encrypted", "data": "tCLe", "format": "xai-responses-v1"}
+        message = {"role": "assistant", "content": content, "refusal": None, "reasoning": reasoning,
+                   "reasoning_details": [encrypted]}
+        response = {"id": "gen-1761433537", "object": "chat.completion", "model": "x-ai/grok-4-fast",
+                    "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+                    "usage": {"prompt_tokens": 819, "completion_tokens": 469, "total_tokens": 1288}}
+        return {"role": "assistant", "content": content, "extra": {"response": response}}
+
+    agent: dict[str, Any] = {"system_template": "You are a helpful assistant.", "step_limit": 0.0}
+    if action_regex is not None:
+        agent["action_regex"] = action_regex
+    return {
+        "info": {
+            "exit_status": "Submitted",
+            "submission": "",
+            "model_stats": {"instance_cost": 0.017876, "api_calls": 3},
+            "mini_version": "1.14.4",
+            "config": {"agent": agent, "model": {"model_name": "x-ai/grok-4-fast"},
+                       "agent_type": "minisweagent.agents.interactive.InteractiveAgent",
+                       "model_type": "minisweagent.models.openrouter_model.OpenRouterModel"},
+        },
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "Please solve this issue: IdeasToImplement.tsx is not implemented"},
+            reply(f"THOUGHT: Let me look around.\n\n```{fence}\nls -la\n```", "The repo layout first."),
+            {"role": "user", "content": "<returncode>0</returncode>\n<output>\ntotal 3156\n</output>"},
+            reply(f"Two at once:\n```{fence}\nls\n```\n```{fence}\npwd\n```", None),
+            {"role": "user", "content": "Please always provide EXACTLY ONE action, found 2 actions."},
+            reply(f"Done.\n\n```{fence}\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```", None),
+            {"role": "user", "content": ""},
+        ],
+        "trajectory_format": "mini-swe-agent-1",
+    }
+
+
+def _bash(command: str) -> list[dict[str, Any]]:
+    return [{"id": None, "name": "bash", "arguments": json.dumps({"command": command})}]
+
+
+class TestMiniSweAgentV1TextMode:
+    """v1 stores no parsed actions: the one fenced block of a reply is what the agent ran (DefaultAgent's
+    ``parse_action``), read as the ``bash`` tool call v2 stores in ``extra.actions``."""
+
+    def _steps(self, tmp_path: Path, document: dict[str, Any]) -> pl.DataFrame:
+        lake, report = _ingest_document(tmp_path, "last_mini_run.traj.json", document)
+        assert list(report.sources.values()) == ["mini-swe-agent"] and report.total("quarantined") == 0
+        return lake.read("steps").sort("step_index")
+
+    def test_the_one_bash_block_of_a_reply_is_its_tool_call(self, tmp_path):
+        calls = self._steps(tmp_path, _v1_text_traj())["tool_calls"].to_list()
+        assert calls[2] == _bash("ls -la")
+        assert calls[6] == _bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
+        assert [calls[i] for i in (0, 1, 3, 5, 7)] == [None] * 5  # system, task and observations
+
+    def test_a_reply_with_two_blocks_ran_nothing_and_has_no_tool_call(self, tmp_path):
+        assert self._steps(tmp_path, _v1_text_traj())["tool_calls"][4] is None
+
+    def test_the_saved_action_regex_finds_the_action(self, tmp_path):
+        regex = r"```mswea_bash_command\s*\n(.*?)\n```"
+        document = _v1_text_traj(action_regex=regex, fence="mswea_bash_command")
+        assert self._steps(tmp_path, document)["tool_calls"][2].to_list() == _bash("ls -la")
+
+    def test_a_saved_action_regex_of_another_shape_is_not_run(self, tmp_path):
+        # (a pattern from a file is compiled only when it is a fenced-block pattern; the default reads it)
+        steps = self._steps(tmp_path, _v1_text_traj(action_regex=r"(a+)+$"))
+        assert steps["tool_calls"][2].to_list() == _bash("ls -la")
+
+    def test_a_v2_reply_without_stored_actions_is_not_parsed(self, tmp_path):
+        document = _v1_text_traj()
+        document["info"]["mini_version"] = "2.2.7"
+        assert self._steps(tmp_path, document)["tool_calls"].to_list() == [None] * 8
+
+    def test_openrouter_reasoning_text_in_the_saved_response_is_the_reasoning(self, tmp_path):
+        steps = self._steps(tmp_path, _v1_text_traj())
+        assert steps["reasoning"].to_list()[:5] == [None, None, "The repo layout first.", None, None]
+
+
+class TestMiniSweAgentOpenRouterAndExtraKeys:
+    def test_a_v2_openrouter_message_s_reasoning_is_the_step_s_reasoning(self, trajs, tmp_path):
+        # OpenRouterModel keeps the API's message as it came: its reasoning text is beside the content.
+        document = json.loads(json.dumps(trajs["django__django-11099"]))
+        document["messages"][2] |= {
+            "reasoning": "Find the validators first.",
+            "reasoning_details": [{"type": "reasoning.text", "text": "Find them.", "signature": "s"}],
+        }
+        document["messages"][4] |= {
+            "reasoning": None,
+            "reasoning_details": [{"type": "reasoning.summary", "summary": "Read the file."}],
+        }
+        lake, _ = _ingest_document(tmp_path, TRAJ_NAME, document)
+        steps = _steps(lake, "django__django-11099")
+        assert steps["reasoning"].to_list()[2:5] == ["Find the validators first.", None, "Read the file."]
+        extra = json.loads(steps["extra"][2])
+        assert "reasoning" not in extra and extra["reasoning_details"][0]["signature"] == "s"
+        assert json.loads(steps["extra"][4])["reasoning"] is None
+
+    def test_keys_beside_info_and_messages_are_kept_and_a_multi_agent_run_names_its_model(
+        self, trajs, tmp_path
+    ):
+        # mini-swe-agent's MultiAgentOrchestrator writes each agent's own serialization beside the joined
+        # messages, and no info.config.
+        source = json.loads(json.dumps(trajs["django__django-11099"]))
+        config = source["info"]["config"]
+        agent = {"role": "main", "info": {"config": config}, "messages": source["messages"][:2]}
+        document = {
+            "info": {"model_stats": {"instance_cost": 0.5, "api_calls": 9}, "n_review_iterations": 1,
+                     "exit_status": "ReviewerApproved", "submission": PATCH},
+            "agents": [agent],
+            "messages": source["messages"],
+            "trajectory_format": "mini-swe-agent-multiagent-1.0",
+            "instance_id": "django__django-11099",
+        }
+        lake, report = _ingest_document(tmp_path, TRAJ_NAME, document)
+        assert report.total("quarantined") == 0
+        trajectory = _trajectory(lake, "django__django-11099")
+        extra = json.loads(trajectory["extra"])
+        assert extra["document"] == {"agents": [agent]} and extra["n_review_iterations"] == 1
+        assert trajectory["model"] == "deepseek/deepseek-chat"
+        assert trajectory["exit_status"] == "ReviewerApproved"
+        assert trajectory["source_format"] == "mini-swe-agent:mini-swe-agent-multiagent-1.0"

@@ -26,6 +26,14 @@ instead of chat messages: the model's turn is the whole response object ``{"obje
 (output text, reasoning summary, function calls, ``output_tokens``), one ``tool`` step per output; the
 output items' remaining fields stay in the step's ``extra``.
 
+Text-mode models of v1 (``mini_version`` 0.x/1.x) keep no parsed actions: the command the agent ran is the
+one ```` ```bash ```` block of the reply (the agent config's ``action_regex``, such as ``mswea_bash_command``
+blocks; a reply with none or several was a format error, nothing ran), read as the step's ``bash`` tool call
+the way v2 stores it in ``extra.actions``. Reasoning is ``reasoning_content`` (litellm) or OpenRouter's
+``reasoning`` text (on the message in v2, in ``extra.response`` in v1). Keys the writer adds beside ``info``
+and ``messages`` (a multi-agent run's ``agents``, forks' own keys) are kept in the trajectory's
+``extra.document``; such a run's model, when ``info.config`` names none, is the first agent's.
+
 A ``run-batch`` folder (``<out>/preds.json``, ``<out>/<instance_id>/<instance_id>.traj.json``,
 ``<out>/minisweagent.log``) also holds, per invocation, ``<out>/exit_statuses_<time>.yaml``: the predictions
 read it beside them (:mod:`trajectory_lake.adapters._beside`), so an instance without a trajectory file
@@ -67,6 +75,12 @@ _PR_DESCRIPTION = re.compile(
     r"<pr_description>\s*(?:Consider the following PR description:\s*)?(.*?)</pr_description>", re.S
 )
 _MAPPED_KEYS = {"role", "content", "tool_calls", "tool_call_id", "reasoning_content"}
+_DOCUMENT_KEYS = {"info", "messages", "trajectory_format", "instance_id"}
+# v1's DefaultAgent.parse_action: exactly one match of AgentConfig.action_regex (default ```bash blocks;
+# later configs ```mswea_bash_command) is the action. A saved action_regex is used only when it has that
+# shape (a fenced block with a label or a choice of labels): a file cannot make the adapter run any pattern.
+_V1_ACTION = re.compile(r"```(?:bash|mswea_bash_command)\s*\n(.*?)\n```", re.S)
+_ACTION_REGEX_SHAPE = re.compile(r"```(?:\w+|\(\?:\w+(?:\|\w+)*\))\\s\*\\n\(\.\*\?\)\\n```")
 
 
 class MiniSweAgentTrajectory(Adapter):
@@ -101,7 +115,14 @@ class MiniSweAgentTrajectory(Adapter):
         if not isinstance(document, dict):
             return {}
         info = _dict_or_empty(document.get("info"))
-        model = _dict_or_empty(_dict_or_empty(info.get("config")).get("model")).get("model_name")
+        model = _model_name(info) or next(
+            (
+                name
+                for agent in (document.get("agents") if isinstance(document.get("agents"), list) else [])
+                if (name := _model_name(_dict_or_empty(_dict_or_empty(agent).get("info"))))
+            ),
+            None,
+        )
         hints = {"harness": "mini-swe-agent"}
         if isinstance(model, str):
             hints["model"] = model
@@ -138,6 +159,10 @@ class MiniSweAgentTrajectory(Adapter):
             config=info.get("config"),
         )
         stats = info.get("model_stats") or {}
+        extra = {k: v for k, v in info.items() if k not in ("config", "exit_status", "submission")}
+        rest = {k: v for k, v in document.items() if k not in _DOCUMENT_KEYS}
+        if rest:  # keys the writer added beside info and messages (a multi-agent run's agents)
+            extra["document"] = rest
         trajectory = make_trajectory(
             run=run,
             task_id=task_id,
@@ -148,9 +173,10 @@ class MiniSweAgentTrajectory(Adapter):
             exit_status=info.get("exit_status"),
             n_steps=len(messages),
             cost_usd=_float_or_none(stats.get("instance_cost")),
-            extra={k: v for k, v in info.items() if k not in ("config", "exit_status", "submission")},
+            extra=extra,
         )
-        steps = [self._step(trajectory, i, m) for i, m in enumerate(messages)]
+        action = _v1_action_pattern(info)
+        steps = [self._step(trajectory, i, m, action) for i, m in enumerate(messages)]
         times = [s["timestamp"] for s in steps if s["timestamp"] is not None]
         tokens = [s["tokens"] for s in steps if s["tokens"] is not None]
         trajectory.update(
@@ -185,7 +211,13 @@ class MiniSweAgentTrajectory(Adapter):
                 )
         return bundle
 
-    def _step(self, trajectory: dict[str, Any], index: int, message: Any) -> dict[str, Any]:  # noqa: ANN401
+    def _step(
+        self,
+        trajectory: dict[str, Any],
+        index: int,
+        message: Any,  # noqa: ANN401
+        action: re.Pattern[str] | None = None,
+    ) -> dict[str, Any]:
         if not isinstance(message, dict):
             raise ValueError(f"messages[{index}] must be an object, got {type(message).__name__}")
         if message.get("object") == "response" or (
@@ -205,14 +237,26 @@ class MiniSweAgentTrajectory(Adapter):
                 for a in extra["actions"]
                 if isinstance(a, dict)
             ] or None
+        if (
+            tool_calls is None
+            and action is not None
+            and message.get("role") == "assistant"
+            and isinstance(message.get("content"), str)
+        ):
+            tool_calls = _text_action(message["content"], action)
         returncode = extra.get("returncode")
         reasoning = message.get("reasoning_content")
+        mapped = _MAPPED_KEYS
+        if reasoning is None:
+            reasoning = _reasoning_text(message)
+            # the text is the step's reasoning; reasoning_details (signatures, encrypted blocks) stay in extra
+            mapped = _MAPPED_KEYS | ({"reasoning"} if reasoning == message.get("reasoning") else set())
         if reasoning is None:
             reasoning = _response_reasoning(extra.get("response"))
         usage = (
             (extra.get("response") or {}).get("usage") if isinstance(extra.get("response"), dict) else None
         )
-        leftovers = {k: v for k, v in message.items() if k not in _MAPPED_KEYS}
+        leftovers = {k: v for k, v in message.items() if k not in mapped}
         return make_step(
             trajectory,
             index,
@@ -255,15 +299,61 @@ def _float_or_none(value: Any) -> float | None:  # noqa: ANN401
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def _model_name(info: dict[str, Any]) -> str | None:
+    name = _dict_or_empty(_dict_or_empty(info.get("config")).get("model")).get("model_name")
+    return name if isinstance(name, str) and name else None
+
+
 def _response_reasoning(response: Any) -> str | None:  # noqa: ANN401
     if not isinstance(response, dict):
         return None
     choices = response.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         message = choices[0].get("message") or {}
-        value = message.get("reasoning_content") if isinstance(message, dict) else None
-        return value if isinstance(value, str) else None
+        if not isinstance(message, dict):
+            return None
+        value = message.get("reasoning_content")
+        return value if isinstance(value, str) else _reasoning_text(message)
     return None
+
+
+def _reasoning_text(message: dict[str, Any]) -> str | None:
+    """OpenRouter's reasoning on a chat message: its ``reasoning`` text (``OpenRouterModel`` keeps the API's
+    message as it came), else the text of its ``reasoning_details`` (``reasoning.text`` / ``.summary``; an
+    encrypted block has none)."""
+    value = message.get("reasoning")
+    if isinstance(value, str) and value:
+        return value
+    details = message.get("reasoning_details")
+    texts = [
+        d.get("text") if isinstance(d.get("text"), str) else d.get("summary")
+        for d in (details if isinstance(details, list) else [])
+        if isinstance(d, dict) and d.get("type") in ("reasoning.text", "reasoning.summary")
+    ]
+    return "\n\n".join(t for t in texts if isinstance(t, str) and t) or None
+
+
+def _v1_action_pattern(info: dict[str, Any]) -> re.Pattern[str] | None:
+    """How a v1 text-mode agent found its action in a reply (``None`` for v2, which stores the parsed actions
+    in ``extra.actions``): the saved ``action_regex`` when it is a fenced-block pattern, else the default."""
+    version = info.get("mini_version")
+    if isinstance(version, str) and not version.startswith(("0.", "1.")):
+        return None
+    config = _dict_or_empty(info.get("config"))
+    for part in ("agent", "model"):
+        saved = _dict_or_empty(config.get(part)).get("action_regex")
+        if isinstance(saved, str) and _ACTION_REGEX_SHAPE.fullmatch(saved):
+            return re.compile(saved, re.S)
+    return _V1_ACTION
+
+
+def _text_action(content: str, pattern: re.Pattern[str]) -> list[dict[str, str | None]] | None:
+    """The one action of a v1 text-mode reply as a ``bash`` tool call; none when the reply held no action or
+    several (a format error: the agent ran nothing)."""
+    actions = pattern.findall(content)
+    if len(actions) != 1 or not isinstance(actions[0], str):
+        return None
+    return [{"id": None, "name": "bash", "arguments": json.dumps({"command": actions[0].strip()})}]
 
 
 def _task_prompt(messages: list[Any]) -> str | None:
