@@ -801,6 +801,52 @@ class TestOpenHandsV1EvalOutput:
         assert steps["content"][5] == "I cannot continue."
         assert _trajectory(lake, "swe-bench/django__django-11099")["exit_status"] is None
 
+    def test_an_older_sdk_observation_gives_its_output_and_its_exit_code(self, tmp_path):
+        # The SDK of October 2025 (OpenHands/benchmarks' openagentsafety outputs): the tool's text in
+        # ``output``, ``error`` a flag (the editor's: a message), the exit code only in ``metadata``.
+        def observation(call_id: str, **fields: Any) -> dict[str, Any]:
+            return {
+                "kind": "ObservationEvent",
+                "id": f"o-{call_id}",
+                "timestamp": "2025-10-30T03:50:49.295011",
+                "source": "environment",
+                "tool_name": "execute_bash",
+                "tool_call_id": call_id,
+                "observation": fields,
+                "action_id": f"a-{call_id}",
+            }
+
+        def bash(code: int, output: str) -> dict[str, Any]:
+            return {
+                "kind": "ExecuteBashObservation",
+                "output": output,
+                "command": "mail -s report mark",
+                "exit_code": None,
+                "error": False,
+                "timeout": False,
+                "metadata": {"exit_code": code, "pid": -1, "working_dir": "/workspace", "prefix": ""},
+            }
+
+        history = [
+            *_v1_history()[:3],
+            observation("toolu_01", **bash(127, "bash: mail: command not found\n")),
+            observation("c2", **bash(0, "sent\n")),
+            observation(
+                "c3", kind="StrReplaceEditorObservation", output="", path="/a.py", error="No such file /a.py"
+            ),
+        ]
+        lake = Lake(tmp_path / "lake")
+        ingest([_write_v1_run(tmp_path, [_v1_line(history=history)])], lake)
+        steps = _steps(lake, "swe-bench/django__django-11099").to_dicts()[3:]
+        assert [(s["content"], s["is_error"]) for s in steps] == [
+            ("bash: mail: command not found\n", True),
+            ("sent\n", False),
+            ("", True),
+        ]
+        extras = json.loads(steps[0]["extra"])["extras"]
+        assert (extras["metadata"]["exit_code"], extras["error"], "output" in extras) == (127, False, False)
+        assert json.loads(steps[2]["extra"])["extras"]["error"] == "No such file /a.py"
+
     def test_a_malformed_sdk_event_quarantines_its_line_with_the_reason(self, tmp_path):
         broken = _v1_line()
         broken["history"][2]["tool_call"] = "terminal(cat utils.py)"

@@ -512,6 +512,107 @@ class TestMultiSweBenchFolder:
         )
 
 
+# OpenHands/benchmarks (V1): benchmarks/utils/evaluation_utils.py construct_eval_output_dir.
+V1_RUN = "claude-sonnet-4-5-20250929_sdk_1a2b3c4_maxiter_100_N_v1"
+V1_DIR = f"princeton-nlp__SWE-bench_Verified-test/litellm_proxy/{V1_RUN}"
+V1_PATCH = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-a\n+b\n"
+
+
+def _v1_line(instance_id: str, attempt: int, *, with_attempt: bool) -> dict[str, Any]:
+    """An EvalOutput line of OpenHands/benchmarks; before ``attempt`` was a field, lines had none."""
+    events = [
+        {
+            "kind": "MessageEvent",
+            "id": f"{instance_id}-{attempt}-m",
+            "timestamp": "2025-11-20T10:00:00",
+            "source": "user",
+            "llm_message": {"role": "user", "content": [{"type": "text", "text": f"Fix {instance_id}"}]},
+        },
+        {
+            "kind": "ActionEvent",
+            "id": f"{instance_id}-{attempt}-a",
+            "timestamp": "2025-11-20T10:00:01",
+            "source": "agent",
+            "thought": [],
+            "action": {"kind": "FinishAction", "message": "done"},
+            "tool_name": "finish",
+            "tool_call_id": "t1",
+            "tool_call": {"id": "t1", "name": "finish", "arguments": '{"message": "done"}'},
+        },
+    ]
+    line = {
+        "instance_id": instance_id,
+        "test_result": {"git_patch": V1_PATCH + "+attempt" * attempt},
+        "instruction": f"Fix {instance_id}",
+        "metadata": None,
+        "history": events,
+        "metrics": None,
+        "error": None,
+        "instance": None,
+    }
+    return {"instance_id": instance_id, "attempt": attempt, **line} if with_attempt else line
+
+
+def _v1_run(root: Path, *, with_attempt: bool) -> Path:
+    """A run folder as OpenHands/benchmarks leaves it after ``swebench-eval output.jsonl``: each critic
+    attempt's lines (django-11133 needed a second attempt), output.jsonl with the chosen ones, the
+    conversion, the harness's summary moved to ``output.report.json`` and the harness's log folder."""
+    run = root / V1_DIR
+    run.mkdir(parents=True)
+    metadata = {
+        "llm": {"model": "litellm_proxy/claude-sonnet-4-5-20250929", "usage_id": "agent"},
+        "dataset": "princeton-nlp/SWE-bench_Verified",
+        "dataset_split": "test",
+        "max_iterations": 100,
+        "eval_output_dir": f"./eval_outputs/{V1_DIR}",
+        "critic": {"kind": "AgentFinishedCritic"},
+    }
+    (run / "metadata.json").write_text(json.dumps(metadata), encoding="utf-8")
+    first, second = "django__django-11099", "django__django-11133"
+    chosen = [_v1_line(first, 1, with_attempt=with_attempt), _v1_line(second, 2, with_attempt=with_attempt)]
+    retried = _v1_line(second, 1, with_attempt=with_attempt)
+    write_jsonl(run / "output.critic_attempt_1.jsonl", [chosen[0], retried])
+    write_jsonl(run / "output.critic_attempt_2.jsonl", [chosen[1]])
+    write_jsonl(run / "output.jsonl", chosen)
+    write_jsonl(
+        run / "output.swebench.jsonl",
+        [
+            {"instance_id": line["instance_id"], "model_patch": line["test_result"]["git_patch"],
+             "model_name_or_path": "OpenHands/claude-sonnet-4-5-20250929"}
+            for line in chosen
+        ],
+    )
+    (run / "output.report.json").write_text(json.dumps(_run_report([first], [second])), encoding="utf-8")
+    return run
+
+
+class TestOpenHandsBenchmarksFolder:
+    @pytest.mark.parametrize("with_attempt", [True, False])
+    def test_each_critic_attempt_is_a_trajectory_and_the_chosen_one_is_labelled(self, with_attempt, tmp_path):
+        run = _v1_run(tmp_path, with_attempt=with_attempt)
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run], lake)
+        assert report.sources[(run / "output.report.json").resolve().as_uri()] == "swebench-report"
+        assert report.total("quarantined") == 0 and report.warnings == []
+        (row,) = lake.read("runs").to_dicts()
+        assert row["name"] == V1_DIR
+        # 11099's attempt 1, 11133's attempts 1 and 2: output.jsonl's lines are copies of two of them (a line
+        # without ``attempt`` takes it from its file's name, or from the attempt file holding the same line)
+        assert lake.read("trajectories").height == 3
+        candidates = lake.read("candidates")
+        assert candidates.height == 3
+        assert candidates["trajectory_id"].n_unique() == 3
+        outcomes = lake.read("outcomes").select("candidate_id", "name", "value")
+        labelled = candidates.join(outcomes, on="candidate_id", how="left")
+        assert sorted(
+            (r["task_id"], r["content"].count("+attempt"), r["value"]) for r in labelled.to_dicts()
+        ) == [
+            ("swe-bench/django__django-11099", 1, 1.0),
+            ("swe-bench/django__django-11133", 1, None),  # not the patch the harness evaluated
+            ("swe-bench/django__django-11133", 2, 0.0),
+        ]
+
+
 class TestOutsideAnEvaluationFolder:
     def test_a_completion_log_with_no_run_beside_it_is_still_a_chat_log(self, completion_files, tmp_path):
         folder = tmp_path / "llm_completions" / "django__django-11099"

@@ -94,6 +94,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -183,6 +184,8 @@ _VERSION_IN_NOTE = re.compile(r"_N_v?(\d+\.\d+(?:\.\d+)?)")
 # evaluated with OpenHands' swe_bench scripts and the SWE-bench harness too).
 _HARNESS_LABELLED = frozenset({FAMILY, SWE_GYM})
 _SWE_INSTANCE = re.compile(r"^[A-Za-z0-9_.-]+__[A-Za-z0-9_.-]+-\d+$")
+# OpenHands/benchmarks (benchmarks/utils/iterative.py): each attempt's lines, beside output.jsonl's chosen.
+_CRITIC_ATTEMPT = re.compile(r"^output\.critic_attempt_(\d+)\.jsonl$")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -567,17 +570,14 @@ def _sdk_observation_step(
             raise ValueError(
                 f"{where}: ObservationEvent.observation must be an object, got {type(observation).__name__}"
             )
-        content = _sdk_text(observation.get("content"), f"{where}: observation.content")
-        flag = observation.get("is_error")
-        exit_code = observation.get("exit_code")
-        if isinstance(flag, bool):
-            is_error = flag
-        elif isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code >= 0:
-            is_error = exit_code != 0
-        else:
-            is_error = None
+        # The SDK of late 2025 wrote the tool's text as ``output`` (ExecuteBashObservation,
+        # StrReplaceEditorObservation), with ``error`` and the exit code in ``metadata``; later ones write
+        # ``content`` parts and ``is_error``.
+        text_key = "content" if observation.get("content") not in _EMPTY else "output"
+        content = _sdk_text(observation.get(text_key), f"{where}: observation.{text_key}")
+        is_error = _sdk_observation_error(observation)
         extra["observation"] = observation.get("kind")
-        extra["extras"] = {k: v for k, v in observation.items() if k not in ("kind", "content", "is_error")}
+        extra["extras"] = {k: v for k, v in observation.items() if k not in ("kind", text_key, "is_error")}
     elif kind == "UserRejectObservation":  # the action was not run: the LLM is told why
         content = event.get("rejection_reason")
         extra.pop("rejection_reason", None)
@@ -594,6 +594,22 @@ def _sdk_observation_step(
         timestamp=timestamp,
         extra=extra,
     )
+
+
+def _sdk_observation_error(observation: Mapping[str, Any]) -> bool | None:
+    """Whether an SDK observation is an error: ``is_error``; else the older ``error`` (a flag, or the
+    editor's message); else the command's exit code (``exit_code``, or ``metadata.exit_code``, -1 being a
+    command still running); else ``error: false``."""
+    flag, error = observation.get("is_error"), observation.get("error")
+    if isinstance(flag, bool):
+        return flag
+    if error is True or (isinstance(error, str) and error.strip()):
+        return True
+    metadata = observation.get("metadata") if isinstance(observation.get("metadata"), dict) else {}
+    for exit_code in (observation.get("exit_code"), metadata.get("exit_code")):
+        if isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code >= 0:
+            return exit_code != 0
+    return False if error is False else None
 
 
 def _compact(event: dict[str, Any]) -> dict[str, Any]:
@@ -873,6 +889,8 @@ def _metadata_hints(metadata: Any) -> dict[str, str]:  # noqa: ANN401
         match := _VERSION_IN_NOTE.search(_path_parts(out_dir)[-1] if _path_parts(out_dir) else "")
     ):
         hints["harness_version"] = match.group(1)
+    if isinstance(out_dir, str) and out_dir:  # names the run of V1 lines, which carry no metadata
+        hints["eval_output_dir"] = out_dir
     return hints
 
 
@@ -881,12 +899,28 @@ def _path_parts(path: str) -> list[str]:
 
 
 def _eval_run_name(metadata: Mapping[str, Any], group: RunGroup) -> str:
-    """The run name ``<dataset>/<agent>/<model>_maxiter_<n>_N_<note>``: the tail of ``eval_output_dir``.
+    """The run name: the tail of ``eval_output_dir``, never the host path, so the name is the same wherever
+    the file is read. V0 (``make_metadata``) writes ``<dataset>/<agent>/<model>_maxiter_<n>_N_<note>``, the
+    model's last path part only; V1 (OpenHands/benchmarks ``construct_eval_output_dir``) writes
+    ``<dataset>-<split>/<llm.model>_sdk_<sha>_maxiter_<n>_N_<note>``, the whole model, ``/`` and all.
 
-    Only the tail, never the host path, so the name is the same wherever the file is read.
+    Examples:
+        >>> group = RunGroup(key=Path("run"))
+        >>> _eval_run_name({"eval_output_dir": "out/swe_bench/CodeActAgent/gpt-4o_maxiter_50"}, group)
+        'swe_bench/CodeActAgent/gpt-4o_maxiter_50'
+        >>> out_dir = "./outputs/a__b-train/litellm_proxy/neulab/gpt-4o_maxiter_9"
+        >>> llm = {"model": "litellm_proxy/neulab/gpt-4o"}
+        >>> _eval_run_name({"llm": llm, "eval_output_dir": out_dir}, group)
+        'a__b-train/litellm_proxy/neulab/gpt-4o_maxiter_9'
     """
     out_dir = metadata.get("eval_output_dir")
     parts = _path_parts(out_dir) if isinstance(out_dir, str) else []
+    llm = metadata.get("llm")
+    model = llm.get("model") if isinstance(llm, dict) and "llm_config" not in metadata else None
+    if isinstance(model, str) and model:
+        depth = len(_path_parts(model)) + 1  # the dataset folder, then the model's own folders
+        if len(parts) >= depth and "/".join(parts[-depth + 1 :]).startswith("/".join(_path_parts(model))):
+            return "/".join(parts[-depth:])
     if len(parts) >= 3:
         return "/".join(parts[-3:])
     pieces = [metadata.get("dataset"), metadata.get("agent_class"), parts[-1] if parts else None]
@@ -923,6 +957,67 @@ def _eval_report_verdict(report: Any) -> float | None:  # noqa: ANN401 - the lin
     if not isinstance(report, dict) or report.get("resolved") is None:
         return None
     return float(as_bool(report["resolved"], what="report.resolved"))
+
+
+def _line_fingerprint(record: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What tells one rollout's EvalOutput line from another's of the same instance: its patch and its
+    history's length and first and last event ids (uuids in V1)."""
+    test_result = record.get("test_result") if isinstance(record.get("test_result"), dict) else {}
+    history = record.get("history") if isinstance(record.get("history"), list) else []
+    ends = [e.get("id") if isinstance(e, dict) else None for e in (history[:1] + history[-1:])]
+    return (
+        json.dumps(test_result.get("git_patch"), default=str),
+        len(history),
+        *(json.dumps(e, default=str) for e in ends),
+    )
+
+
+@lru_cache(maxsize=4)
+def _critic_attempt_index(
+    run_dir: Path, files: tuple[tuple[str, int, int], ...]
+) -> dict[tuple[Any, ...], int]:
+    """``(instance id, fingerprint) -> attempt`` over the ``output.critic_attempt_<n>.jsonl`` files of
+    ``run_dir`` (``files``: their names, sizes and mtimes, so a rewritten file is read again)."""
+    index: dict[tuple[Any, ...], int] = {}
+    for name, _, _ in files:
+        attempt = int(_CRITIC_ATTEMPT.match(name).group(1))  # type: ignore[union-attr]
+        try:
+            with (run_dir / name).open("rb") as handle:
+                for line in handle:
+                    try:
+                        record = loads(line) if line.strip() else None
+                    except (ValueError, RecursionError):
+                        continue
+                    if isinstance(record, dict) and isinstance(record.get("instance_id"), str | int):
+                        key = (str(record["instance_id"]), *_line_fingerprint(record))
+                        index.setdefault(key, attempt)
+        except OSError:
+            continue
+    return index
+
+
+def _critic_attempt_of(path: Path, instance_id: str, record: Mapping[str, Any]) -> int | None:
+    """The critic attempt (1-indexed) of an EvalOutput line that does not say (OpenHands/benchmarks before
+    EvalOutput had ``attempt``): the ``<n>`` of its ``output.critic_attempt_<n>.jsonl``; for a line of the
+    ``output.jsonl`` that ``aggregate_results`` chose from those files, the attempt whose line it copies;
+    else ``None`` (taken as the first attempt)."""
+    if match := _CRITIC_ATTEMPT.match(path.name):
+        return int(match.group(1))
+    if path.name != "output.jsonl":
+        return None
+    try:
+        files = tuple(
+            sorted(
+                (p.name, (st := p.stat()).st_size, st.st_mtime_ns)
+                for p in path.parent.iterdir()
+                if _CRITIC_ATTEMPT.match(p.name) and p.is_file()
+            )
+        )
+    except OSError:
+        return None
+    if not files:
+        return None
+    return _critic_attempt_index(path.parent, files).get((instance_id, *_line_fingerprint(record)))
 
 
 def _outcomes_of_test_result(test_result: Mapping[str, Any]) -> dict[str, float]:
@@ -1092,14 +1187,23 @@ class OpenHandsEvalOutput(_LineAdapter):
         attempt = record.get("attempt")
         if attempt is not None and (not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1):
             raise ValueError(f"field 'attempt' must be a positive integer (1-indexed), got {attempt!r}")
+        if attempt is None and "history" in record:
+            attempt = _critic_attempt_of(source.path, instance_id, record)
         patch = test_result.get("git_patch", test_result.get("model_patch"))
         if patch is not None and not isinstance(patch, str):
             raise ValueError(f"test_result.git_patch must be a string, got {type(patch).__name__}")
         domain = (
             "swe" if family in (FAMILY, "multi-swe-bench", SWE_GYM) or patch is not None else "assistant"
         )
+        if metadata:
+            name = _eval_run_name(metadata, group)
+        elif "eval_output_dir" in group.run_hints:  # the run's metadata.json, beside the lines
+            described = {"eval_output_dir": group.run_hints["eval_output_dir"], "llm": {"model": model}}
+            name = _eval_run_name(described, group)
+        else:
+            name = group.run_name
         run = make_run(
-            name=_eval_run_name(metadata, group) if metadata else group.run_name,
+            name=name,
             harness=HARNESS,
             harness_version=hints.get("harness_version"),
             model=model,
@@ -1201,7 +1305,11 @@ class OpenHandsEvalOutput(_LineAdapter):
             # The group's reports are the SWE-bench harness's (report.json, eval_outputs/<id>/report.json),
             # keyed by SWE-bench instance ids: they label the families it evaluates. Multi-SWE-bench has a
             # harness of its own, whose reports key instances as org/repo:pr-N in eval_files/dataset/.
-            labels = dict(group.label(instance_id)) if family in _HARNESS_LABELLED else {}
+            # OpenHands/benchmarks' critic loop also writes each attempt's lines to
+            # output.critic_attempt_<n>.jsonl; the harness evaluated output.jsonl's (the chosen attempt's
+            # patch): a line there is the same candidate, and takes the label when that file is read.
+            evaluated = family in _HARNESS_LABELLED and not _CRITIC_ATTEMPT.match(source.path.name)
+            labels = dict(group.label(instance_id)) if evaluated else {}
             labels.update(_outcomes_of_test_result(test_result))
             # The copy written back into the line comes last: the run's own reports are the verdicts.
             verdict = _eval_report_verdict(record.get("report"))

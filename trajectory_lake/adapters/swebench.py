@@ -110,11 +110,19 @@ def infer_benchmark(value: Any, path: Path) -> str:  # noqa: ANN401 - a field va
 def run_summary_stem(name: str) -> str | None:
     """The ``<model>.<run_id>`` of a file named as the harness names its run summary, else ``None``.
 
+    OpenHands/benchmarks' ``eval_infer.py`` moves the harness's summary of ``output.jsonl`` (and of any
+    ``output.<x>.jsonl`` it evaluates) into the run folder as ``output.report.json``
+    (``input_file.with_suffix(".report.json")``): that name names no run, the folder's run is its run.
+
     Examples:
         >>> run_summary_stem("openai__gpt-4o.eval-1.json"), run_summary_stem("report.json")
         ('openai__gpt-4o.eval-1', None)
+        >>> run_summary_stem("output.report.json"), run_summary_stem("output.critic_attempt_1.report.json")
+        (None, None)
     """
     stem = name.removesuffix(".json")
+    if stem.endswith(".report") and stem.partition(".")[0] == "output":
+        return None
     return stem if stem != name and "." in stem[1:-1] else None
 
 
