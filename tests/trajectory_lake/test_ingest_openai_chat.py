@@ -994,6 +994,54 @@ class TestBatchApiFiles:
                 expected = comparable_rows(lake, table).drop("recorded_at", strict=False)
                 assert comparable_rows(other, table).drop("recorded_at", strict=False).equals(expected), table
 
+    def test_fireworks_batch_files_without_url_or_status_wrapper_are_joined_the_same_way(self, tmp_path):
+        """Fireworks' batch inference: input lines ``{custom_id, body}`` (no method / url, the model set on
+        the job) and ``BIJOutputSet.jsonl`` lines ``{custom_id, response: <chat completion>}`` with no status
+        wrapper and no ``error``, written out of order; beside them an empty ``error-data`` file."""
+        folder = tmp_path / "bij-job"
+        folder.mkdir()
+        _write_jsonl(
+            folder / "input.jsonl",
+            [
+                {
+                    "custom_id": "req-1",
+                    "body": {"messages": [{"role": "user", "content": "2+2?"}], "max_tokens": 9},
+                },
+                {"custom_id": "req-2", "body": {"messages": [{"role": "user", "content": "Say hi."}]}},
+            ],
+        )
+        model = "accounts/fireworks/models/llama-v3p1-8b-instruct"
+        usage = {"prompt_tokens": 47, "completion_tokens": 2, "total_tokens": 49,
+                 "prompt_tokens_details": {"cached_tokens": 29}}
+        answer = {**_completion({"content": "4"}), "id": "chatcmpl-cdf5", "model": model, "usage": usage}
+        _write_jsonl(
+            folder / "BIJOutputSet.jsonl",
+            [
+                {"custom_id": "req-2", "response": {**_completion({"content": "Hi."}), "model": model}},
+                {"custom_id": "req-1", "response": answer},
+            ],
+        )
+        (folder / "error-data").write_bytes(b"")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([folder], lake)
+        assert report.sources[f"file://{folder / 'input.jsonl'}"] == "openai-chat"
+        assert report.ignored[str(folder / "BIJOutputSet.jsonl")].startswith(
+            "openai-chat: OpenAI Batch API output, read with its input file input.jsonl beside it"
+        )
+        assert lake.read("quarantine").height == 0
+        by_prompt = {t["prompt"]: t["task_id"] for t in lake.read("tasks").to_dicts()}
+        assert set(by_prompt) == {"2+2?", "Say hi."}
+        trajectories = {t["task_id"]: t for t in lake.read("trajectories").to_dicts()}
+        assert {t["exit_status"] for t in trajectories.values()} == {"stop"}
+        four = trajectories[by_prompt["2+2?"]]
+        assert (four["model"], four["tokens"]) == (model, 49)
+        user, reply = _steps(lake).filter(pl.col("trajectory_id") == four["trajectory_id"]).to_dicts()
+        assert (user["content"], reply["content"], reply["tokens"]) == ("2+2?", "4", 2)
+        extra = json.loads(reply["extra"])
+        assert extra["record"]["batch_output"] == {"file": "BIJOutputSet.jsonl", "line": 2, "id": None}
+        assert extra["usage"]["prompt_tokens_details"] == {"cached_tokens": 29}
+        assert extra["request_params"] == {"max_tokens": 9}
+
     def test_an_output_file_with_no_input_beside_it_is_ignored_with_the_reason(self, batch, tmp_path):
         alone = tmp_path / "downloads"
         alone.mkdir()

@@ -23,7 +23,10 @@ documented record shapes read here:
   "/v1/chat/completions", body}`` joined by ``custom_id`` to its output line ``{id, custom_id, response:
   {status_code, request_id, body}, error}`` is one call; an input line with no output (yet) is a request
   with no status (its trajectory has the request's messages); a line holding both halves (some tools
-  merge them) is read as it is;
+  merge them) is read as it is. Fireworks' batch inference writes the same pair in its own shapes: input
+  ``{custom_id, body}`` (no ``method`` / ``url``, the model set on the job) and output
+  ``BIJOutputSet.jsonl`` lines ``{custom_id, response: <the chat completion>}`` (no status wrapper, no
+  ``error``);
 * a plain ``{request: {model, messages, tools, ...}, response: {...}}`` pair.
 
 ``messages`` are the request's chat messages (``role``, ``content`` as text or parts, ``tool_calls`` or
@@ -398,11 +401,24 @@ def _completion_of(record: Mapping[str, Any]) -> Any:  # noqa: ANN401
 
 
 def _is_batch_request(record: Mapping[str, Any]) -> bool:
-    """An OpenAI Batch API input line (``{custom_id, method, url, body}``) with no output joined to it."""
+    """An OpenAI Batch API input line (``{custom_id, method, url, body}``) with no output joined to it.
+
+    Fireworks' batch inference takes the same line without ``method`` and ``url`` (its jobs run chat
+    completions only: ``{custom_id, body: {messages, ...}}``, the model set on the job)."""
+    url = record.get("url")
+    if url is None:
+        body = record.get("body")
+        return (
+            "custom_id" in record
+            and "method" not in record
+            and isinstance(body, dict)
+            and isinstance(body.get("messages"), list)
+            and record.get("response") is None
+        )
     return (
         "custom_id" in record
-        and isinstance(record.get("url"), str)
-        and "chat/completions" in record["url"]
+        and isinstance(url, str)
+        and "chat/completions" in url
         and record.get("response") is None
     )
 
@@ -414,13 +430,21 @@ def _is_batch_input(record: Any) -> bool:  # noqa: ANN401
 
 def _is_batch_output(record: Any) -> bool:  # noqa: ANN401
     """A Batch API output (or error file) line: ``{id, custom_id, response: {status_code, request_id, body}
-    | null, error}``, with no request in it."""
+    | null, error}``, with no request in it; or Fireworks' native output line (``BIJOutputSet.jsonl``),
+    ``{custom_id, response: <the chat completion>}``, with neither wrapper nor ``error``."""
     if not isinstance(record, dict) or not isinstance(record.get("custom_id"), str):
         return False
-    if not {"response", "error"} <= set(record) or any(k in record for k in ("body", "messages", "method")):
+    if "response" not in record or any(k in record for k in ("body", "messages", "method")):
         return False
     response = record["response"]
+    if "error" not in record:
+        return _is_completion(response)
     return response is None or (isinstance(response, dict) and "status_code" in response)
+
+
+def _is_completion(value: Any) -> bool:  # noqa: ANN401
+    """A chat completion object (``choices``), as an output line holds it unwrapped."""
+    return isinstance(value, dict) and isinstance(value.get("choices"), list) and "status_code" not in value
 
 
 @dataclass(frozen=True)
@@ -532,8 +556,8 @@ def _joined(record: Any, outputs: Mapping[str, _OutputLine]) -> Any:  # noqa: AN
     output = line.read()
     response = output.get("response")
     where = {"file": line.path.name, "line": line.number, "id": output.get("id")}
-    if isinstance(response, dict):  # status and request id: the body is read as the completion
-        where |= {k: v for k, v in response.items() if k != "body"}
+    if isinstance(response, dict) and not _is_completion(response):  # status and request id: the body is
+        where |= {k: v for k, v in response.items() if k != "body"}  # read as the completion
     return {**record, "response": response, "error": output.get("error"), "batch_output": where}
 
 
