@@ -711,3 +711,25 @@ class TestMiniSweAgentOpenRouterAndExtraKeys:
         assert trajectory["model"] == "deepseek/deepseek-chat"
         assert trajectory["exit_status"] == "ReviewerApproved"
         assert trajectory["source_format"] == "mini-swe-agent:mini-swe-agent-multiagent-1.0"
+
+
+class TestMiniSweAgentUnfinishedRun:
+    """v2 saves the trajectory after every step, with the exit status and submission of the last message
+    (``""`` and ``""`` until the run ends on an exit message)."""
+
+    def test_a_file_saved_before_the_exit_message_has_no_exit_status_and_no_candidate(self, trajs, tmp_path):
+        document = json.loads(json.dumps(trajs["django__django-11099"]))
+        document["messages"] = document["messages"][:6]
+        document["info"] |= {"exit_status": "", "submission": ""}
+        lake, report = _ingest_document(tmp_path, TRAJ_NAME, document)
+        assert report.total("quarantined") == 0
+        trajectory = _trajectory(lake, "django__django-11099")
+        assert (trajectory["exit_status"], trajectory["n_steps"]) == (None, 6)
+        assert lake.read("candidates").height == 0
+
+    def test_a_finished_run_with_an_empty_submission_keeps_its_empty_patch(self, trajs, tmp_path):
+        document = json.loads(json.dumps(trajs["django__django-11099"]))
+        document["info"] |= {"exit_status": "LimitsExceeded", "submission": ""}
+        lake, _ = _ingest_document(tmp_path, TRAJ_NAME, document)
+        assert _trajectory(lake, "django__django-11099")["exit_status"] == "LimitsExceeded"
+        assert _candidate(lake, "django__django-11099")["content"] == ""

@@ -13,7 +13,8 @@ Text-mode models put the command in the content (``extra.actions``) and observat
 ``user`` messages; tool-calling models use ``tool_calls`` and ``role: "tool"`` observations. Both map
 to the same step rows; the submission becomes the ``patch`` candidate, labelled from the run's
 ``report.json`` files. v2 ends a run with a ``role: "exit"`` message carrying the submission (kept as
-a step of that role).
+a step of that role); a v2 file saved before that message (the run killed, or still running) says
+``exit_status: ""``: it has no exit status and no candidate, as v1's ``null`` ones.
 
 Models that call the OpenAI Responses API (mini-swe-agent v2 ``LitellmResponseModel`` /
 ``LitellmResponseToolcallModel``, ``models/utils/actions_toolcall_response.py``) store items of that API
@@ -159,6 +160,9 @@ class MiniSweAgentTrajectory(Adapter):
             config=info.get("config"),
         )
         stats = info.get("model_stats") or {}
+        # v2 saves after every step, with the exit status and submission of the last message: "" and "" until
+        # the run ends on an exit message: a run stopped before that (killed, still running) submitted none.
+        unfinished = info.get("exit_status") == "" and info.get("submission") in ("", None)
         extra = {k: v for k, v in info.items() if k not in ("config", "exit_status", "submission")}
         rest = {k: v for k, v in document.items() if k not in _DOCUMENT_KEYS}
         if rest:  # keys the writer added beside info and messages (a multi-agent run's agents)
@@ -170,7 +174,7 @@ class MiniSweAgentTrajectory(Adapter):
             source_format=f"{self.name}:{document.get('trajectory_format', 'v1')}",
             source_uri=source.uri,
             source_sha256=source.sha256,
-            exit_status=info.get("exit_status"),
+            exit_status=None if unfinished else info.get("exit_status"),
             n_steps=len(messages),
             cost_usd=_float_or_none(stats.get("instance_cost")),
             extra=extra,
@@ -201,7 +205,7 @@ class MiniSweAgentTrajectory(Adapter):
                 ),
             )
         submission = info.get("submission")
-        if isinstance(submission, str):
+        if isinstance(submission, str) and not unfinished:
             candidate = make_candidate(trajectory, kind="patch", content=submission)
             bundle.add("candidates", candidate)
             for name, value in group.label(instance_id).items():
