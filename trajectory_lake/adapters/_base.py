@@ -323,7 +323,9 @@ def run_dir_of(path: Path) -> Path:
     ``<evaluation>/trajs/<instance_id>/trajectory.json``. A per-leaf report
     ``<instance>/evaluation/node_<id>/report.json`` belongs to the run of the ``<instance>/trajectory.json``
     it evaluates. The harness's own ``logs/run_evaluation/<run_id>/<model>/<instance_id>/report.json`` belongs
-    to ``<model>`` (``<model>`` is no nested folder name). Anything else belongs to its own directory.
+    to ``<model>`` (``<model>`` is no nested folder name), except in an OpenHands evaluation run folder (an
+    ``output.jsonl`` beside ``logs/``: OpenHands/benchmarks' ``eval_infer.py`` runs the harness there), whose
+    run it evaluated. Anything else belongs to its own directory.
 
     Examples:
         >>> run_dir_of(Path("lite/20240402_sweagent_gpt4/logs/django__django-11099/report.json")).as_posix()
@@ -346,6 +348,9 @@ def run_dir_of(path: Path) -> Path:
         return parent.parent
     if _INSTANCE_LIKE.match(parent.name):
         run = parent.parent
+        host = run.parent.parent.parent
+        if run.parent.parent.name == "run_evaluation" and host.name == "logs":
+            return host.parent if (host.parent / "output.jsonl").is_file() else run
         # <run>/logs/<instance>/: the nested folder is not the run (unless nothing named holds it)
         return run.parent if run.name in _NESTED_DIRS and run.parent.name else run
     return parent
