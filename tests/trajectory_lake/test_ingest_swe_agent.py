@@ -1108,6 +1108,38 @@ class TestEnigmaCtfTrajectories:
         ] == [0, 1, 2]
 
 
+class TestSweAgent0xArgsBeside:
+    """A 0.x run directory holds its ``args.yaml`` (ScriptArguments) beside the trajectories, as upstream's
+    ``tests/test_data/trajectories/ctf/<category>/`` do: it names the model when the folder name does not."""
+
+    def test_the_args_yaml_beside_a_0x_trajectory_gives_the_model_and_config(self, tmp_path):
+        run = tmp_path / "ctf" / "misc"
+        run.mkdir(parents=True)
+        (run / "rock.traj").write_text(json.dumps(_ctf_trajectory()), encoding="utf-8")
+        model = {"host_url": "localhost:11434", "model_name": "azure:gpt4", "per_instance_cost_limit": 3.0}
+        agent = {"config_file": "config/ctf_crypto.yaml", "model": model}
+        args = {"agent": agent, "environment": {"image_name": "sweagent/swe-ctf:latest"}}
+        (run / "args.yaml").write_text(yaml.dump(args), encoding="utf-8")  # plain YAML, as 0.x writes it
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run], lake)
+        assert report.total("quarantined") == 0
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert (trajectory["model"], trajectory["source_format"]) == ("azure:gpt4", "swe-agent:0.x")
+        assert _extra(trajectory)["read_beside"] == {"agent": "args.yaml"}
+        (run_row,) = lake.read("runs").to_dicts()
+        assert (run_row["name"], json.loads(run_row["config"])) == ("misc", agent)
+
+    def test_an_args_yaml_without_a_model_is_not_read(self, tmp_path):
+        run = tmp_path / "ctf" / "misc"
+        run.mkdir(parents=True)
+        (run / "rock.traj").write_text(json.dumps(_ctf_trajectory()), encoding="utf-8")
+        (run / "args.yaml").write_text(yaml.dump({"agent": {"config_file": "x.yaml"}}), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([run], lake)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert trajectory["model"] is None and "read_beside" not in _extra(trajectory)
+
+
 class TestSweAgentTaskPrompt:
     def test_without_a_replay_config_the_prompt_is_the_pr_description_of_the_1x_template(
         self, trajs, tmp_path

@@ -71,7 +71,9 @@ instance's RunSingleConfig, stands in for a missing ``replay_config`` (RetryAgen
 run directory's ``run_batch.config.yaml`` gives the agent config when neither does, and its
 ``run_batch_exit_statuses.yaml`` a missing exit status (above). ``extra.read_beside`` names the files
 used. The run's config is the agent config without its ``name``, which ``run-batch`` sets
-to each instance's id (so that every trajectory of a run gives its run the same config).
+to each instance's id (so that every trajectory of a run gives its run the same config). A 0.x run
+directory's ``args.yaml`` (``agent.model.model_name``) gives the agent config of a 0.x trajectory beside it,
+so the model of a run whose folder was renamed (``ctf/misc/``, ``trajs/``) is still known.
 """
 
 from __future__ import annotations
@@ -136,6 +138,9 @@ _TRAJECTORY_STEP_KEYS = ("execution_time", "state", "extra_info")
 # A RetryAgent attempt's own copy: <output_dir>/attempt_<i>/<instance_id>.traj (RetryAgent._setup_agent).
 _ATTEMPT_DIR = re.compile(r"^attempt_(\d+)$")
 _BATCH_CONFIG = "run_batch.config.yaml"
+# 0.x writes the run's arguments (ScriptArguments: agent.model.model_name, environment, ...) beside its
+# trajectories, as <run>/args.yaml.
+_ARGS_0X = "args.yaml"
 _RUN_SINGLE_KEYS = ("agent", "problem_statement", "env")
 
 
@@ -353,7 +358,7 @@ class SweAgentTrajectory(Adapter):
             run=run,
             task_id=task_id,
             domain=domain,
-            source_format=f"{self.name}:{'v1' if read_beside or _is_v1(data, context) else '0.x'}",
+            source_format=f"{self.name}:{'v1' if _is_v1(data, context, read_beside) else '0.x'}",
             source_uri=source.uri,
             source_sha256=source.sha256,
             attempt=attempt,
@@ -463,12 +468,14 @@ class _Place:
         return (found, {"replay_config": name}) if name else ({}, {})
 
     def agent_config(self, replay: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-        """The agent config of ``replay``, else of the run's ``run_batch.config.yaml`` (and its name)."""
+        """The agent config of ``replay``, else of the run's ``run_batch.config.yaml``, else of the 0.x
+        ``args.yaml`` beside the trajectory (and which file it was)."""
         agent = replay.get("agent")
         if isinstance(agent, dict):
             return agent, None
-        agent = self._batch_agent
-        return (agent, _BATCH_CONFIG) if agent else ({}, None)
+        if self._batch_agent:
+            return self._batch_agent, _BATCH_CONFIG
+        return (self._args_agent, _ARGS_0X) if self._args_agent else ({}, None)
 
     def batch_exit_status(self, instance_id: str) -> str | None:
         """The exit status ``run_batch_exit_statuses.yaml`` gives ``instance_id``
@@ -485,6 +492,13 @@ class _Place:
             if isinstance(found, dict) and any(isinstance(found.get(k), dict) for k in _RUN_SINGLE_KEYS):
                 return found, name
         return {}, None
+
+    @cached_property
+    def _args_agent(self) -> dict[str, Any] | None:
+        args = read_yaml_beside(self.path.parent / _ARGS_0X)
+        agent = args.get("agent") if isinstance(args, dict) else None
+        # ScriptArguments' AgentArguments: a model (ModelArguments.model_name), not just any args.yaml
+        return agent if isinstance(agent, dict) and isinstance(agent.get("model"), dict) else None
 
     @cached_property
     def _batch_agent(self) -> dict[str, Any] | None:
@@ -513,9 +527,12 @@ def _review_score(review: Any) -> float | None:  # noqa: ANN401
     return None
 
 
-def _is_v1(data: dict[str, Any], context: dict[str, Any]) -> bool:
-    """1.x files carry ``replay_config`` or a ``message_type`` on their history messages."""
+def _is_v1(data: dict[str, Any], context: dict[str, Any], read_beside: dict[str, str]) -> bool:
+    """1.x files carry ``replay_config`` or a ``message_type`` on their history messages, or were read with
+    1.x files beside them (a 0.x ``args.yaml`` says 0.x)."""
     if data.get("replay_config") is not None or context.get("replay_config") is not None:
+        return True
+    if any(name != _ARGS_0X for name in read_beside.values()):
         return True
     history = data.get("history") or []
     return any(isinstance(m, dict) and "message_type" in m for m in history)
@@ -540,7 +557,7 @@ def _model(agent: dict[str, Any]) -> str | None:
             if isinstance(configs, list) and configs and isinstance(configs[0], dict)
             else None
         )
-    name = model.get("name") if isinstance(model, dict) else None
+    name = model.get("name", model.get("model_name")) if isinstance(model, dict) else None  # 0.x: model_name
     return name if isinstance(name, str) and name else None
 
 
