@@ -583,6 +583,25 @@ def _v1_run(root: Path, *, with_attempt: bool) -> Path:
         ],
     )
     (run / "output.report.json").write_text(json.dumps(_run_report([first], [second])), encoding="utf-8")
+    # the harness ran in the folder: run_id eval_<predictions stem>, model folder OpenHands/<model>
+    logs = run / "logs" / "run_evaluation" / "eval_output.swebench" / "OpenHands__claude-sonnet-4-5-20250929"
+    (logs / second).mkdir(parents=True)
+    report = _instance_report(second, resolved=False, f2p=(["test_a"], ["test_b", "test_c", "test_d"]))
+    (logs / second / "report.json").write_text(json.dumps(report), encoding="utf-8")
+    (logs / second / "run_instance.log").write_text("...\n", encoding="utf-8")
+    (run / "cost_report.jsonl").write_text(
+        json.dumps(
+            {
+                "directory": str(run),
+                "timestamp": "2025-11-20T11:00:00",
+                "main_output": {"filename": "output.jsonl", "lines": 2, "cost": 0.0, "time_statistics": {}},
+                "critic_files": [],
+                "summary": {"total_cost": 0.0, "average_duration": 1.0},
+            },
+            indent=2,
+        ),
+        encoding="utf-8",
+    )
     return run
 
 
@@ -594,6 +613,9 @@ class TestOpenHandsBenchmarksFolder:
         report = ingest([run], lake)
         assert report.sources[(run / "output.report.json").resolve().as_uri()] == "swebench-report"
         assert report.total("quarantined") == 0 and report.warnings == []
+        assert report.ignored[str(run / "cost_report.jsonl")].startswith(
+            "openhands-eval-metadata: OpenHands/benchmarks' cost report (report_costs.py)"
+        )
         (row,) = lake.read("runs").to_dicts()
         assert row["name"] == V1_DIR
         # 11099's attempt 1, 11133's attempts 1 and 2: output.jsonl's lines are copies of two of them (a line
@@ -605,11 +627,13 @@ class TestOpenHandsBenchmarksFolder:
         outcomes = lake.read("outcomes").select("candidate_id", "name", "value")
         labelled = candidates.join(outcomes, on="candidate_id", how="left")
         assert sorted(
-            (r["task_id"], r["content"].count("+attempt"), r["value"]) for r in labelled.to_dicts()
+            (r["task_id"], r["content"].count("+attempt"), r["name"], r["value"]) for r in labelled.to_dicts()
         ) == [
-            ("swe-bench/django__django-11099", 1, 1.0),
-            ("swe-bench/django__django-11133", 1, None),  # not the patch the harness evaluated
-            ("swe-bench/django__django-11133", 2, 0.0),
+            ("swe-bench/django__django-11099", 1, "resolved", 1.0),
+            ("swe-bench/django__django-11133", 1, None, None),  # not the patch the harness evaluated
+            # the harness's own log folder in the run folder: its per-instance report adds the tests
+            ("swe-bench/django__django-11133", 2, "f2p_pass_rate", 0.25),
+            ("swe-bench/django__django-11133", 2, "resolved", 0.0),
         ]
 
 

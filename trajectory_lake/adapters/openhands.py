@@ -83,6 +83,14 @@ An evaluation run folder (``eval_output_dir``: ``<dataset>/<agent>/<model>_maxit
   through that written-back ``report``;
 * ``logs/instance_<id>.log``, the harness's ``patch.diff``, ``test_output.txt``, ``eval.sh``,
   ``run_instance.log``, ``README.md`` and ``output.jsonl.bak`` are no data files: ``discover`` skips them.
+
+A V1 run folder (OpenHands/benchmarks: ``<dataset>-<split>/<llm.model>_sdk_<sha>_maxiter_<n>_N_<note>``, the
+run's name) adds: ``output.critic_attempt_<n>.jsonl``, every attempt's lines (``output.jsonl`` holds copies of
+the chosen ones: the same trajectories; a line without ``attempt``, written before EvalOutput had it, takes
+it from its file's name, or from the attempt file holding the same line), of which only ``output.jsonl``'s
+take the harness's labels (the harness evaluated those patches); ``output.report.json``, the harness's run
+summary that ``eval_infer.py`` moved there; the harness's own ``logs/run_evaluation/`` (it ran in the
+folder), whose reports label the run; and ``cost_report.jsonl``, listed as ignored.
 """
 
 from __future__ import annotations
@@ -1337,13 +1345,39 @@ class OpenHandsEvalMetadata(Adapter):
     eval_output_dir, dataset, ...}``; V1 (OpenHands/benchmarks ``benchmarks/utils/models.py``) writes
     ``{llm: {model, ...}, dataset, dataset_split, max_iterations, eval_output_dir, critic, ...}`` and leaves
     the lines of ``output.jsonl`` without metadata, so this file is what names their model and dataset.
+
+    V1's ``report_costs.py`` (run by ``eval_infer.py``) also leaves ``cost_report.jsonl`` beside
+    ``output.jsonl``, one indented JSON document ``{directory, timestamp, main_output, critic_files,
+    summary}`` totalling the lines' ``metrics.accumulated_cost``: the costs are the trajectories' own, so it
+    is listed as ignored with the reason.
     """
 
     name: ClassVar[str] = "openhands-eval-metadata"
     table: ClassVar[str] = "runs"
+    _COST_REPORT_KEYS: ClassVar[tuple[str, ...]] = ("main_output", "critic_files", "summary")
+
+    @classmethod
+    def _is_cost_report(cls, source: SourceFile) -> bool:
+        # despite its name, one document (json.dump(indent=2)): never a JSONL file, however it starts
+        if source.path.name != "cost_report.jsonl" or not source.head(64).lstrip().startswith(b"{"):
+            return False
+        try:
+            document = source.document
+        except ValueError:
+            return False
+        return isinstance(document, dict) and all(k in document for k in cls._COST_REPORT_KEYS)
+
+    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Skipped]:
+        if self._is_cost_report(source):
+            yield Skipped(
+                "OpenHands/benchmarks' cost report (report_costs.py) of the output files beside it: the sum "
+                "of their lines' metrics.accumulated_cost, which each trajectory's cost_usd holds"
+            )
 
     @classmethod
     def sniff(cls, source: SourceFile) -> bool:
+        if cls._is_cost_report(source):
+            return True
         if not source.is_json_document() or b'"eval_output_dir"' not in source.head():
             return False
         try:
