@@ -699,6 +699,53 @@ class TestRecordingProxyShapes:
         assert "proxy_server_request" not in step_extra["record"]  # read, not copied
         assert step_extra["record"]["request_id"] == "chatcmpl-1"
 
+    def test_spend_log_rows_stored_without_prompts_are_quarantined_with_the_reason(self, tmp_path):
+        """LiteLLM's own spend-log fixture (BerriAI/litellm ``tests/logging_callback_tests/gcs_pub_sub_body/
+        spend_logs_payload.json``): a proxy without ``store_prompts_in_spend_logs`` writes ``"{}"`` for the
+        messages, response and request. Such rows are a known shape with no conversation, not an unknown
+        format, and a row with its request beside them is read."""
+        promptless = {
+            "request_id": "chatcmpl-2283081b",
+            "session_id": "1234567890",
+            "call_type": "acompletion",
+            "api_key": "",
+            "startTime": "2025-01-24 09:20:46.847371",
+            "endTime": "2025-01-24 09:20:46.851954",
+            "model": "gpt-4o",
+            "metadata": json.dumps({"usage_object": {"prompt_tokens": 10, "completion_tokens": 20}}),
+            "spend": 0.000225,
+            "total_tokens": 30,
+            "prompt_tokens": 10,
+            "completion_tokens": 20,
+            "messages": "{}",
+            "response": "{}",
+            "proxy_server_request": "{}",
+            "status": "success",
+        }
+        alone = tmp_path / "alone" / "spend_logs_payload.json"
+        alone.parent.mkdir()
+        alone.write_text(json.dumps(promptless, indent=4), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([alone], lake)
+        assert list(report.sources.values()) == ["openai-chat"]
+        (row,) = lake.read("quarantine").to_dicts()
+        assert row["adapter"] == "openai-chat" and row["locator"] == "$"
+        assert "spend-log row without its request" in row["error"]
+        assert "store_prompts_in_spend_logs" in row["error"]
+        assert json.loads(row["raw"])["spend"] == 0.000225
+        stored = {
+            **promptless,
+            "request_id": "chatcmpl-2",
+            "proxy_server_request": json.dumps({"messages": [{"role": "user", "content": "Hello"}]}),
+            "response": json.dumps(_completion({"content": "hi"})),
+        }
+        (tmp_path / "mixed").mkdir()
+        mixed, mixed_report = _ingest_records(tmp_path / "mixed" / "spend.jsonl", [stored, promptless])
+        assert mixed.read("trajectories").height == 1
+        (row,) = mixed.read("quarantine").to_dicts()
+        assert row["locator"] == "line 2" and "store_prompts_in_spend_logs" in row["error"]
+        assert not unreconciled(mixed_report)
+
     def test_no_key_or_contact_detail_of_a_spend_log_row_reaches_the_lake(self, tmp_path):
         secrets = {
             "api_key": "88dc28d0f030c55ed4ab77ed8faf098196cb1c05df778539800c9f1243fe6b4b",

@@ -15,7 +15,9 @@ documented record shapes read here:
   ``litellm/proxy/_types.py``): ``{request_id, call_type, spend, prompt_tokens, completion_tokens,
   startTime, endTime, model, metadata, messages, response, proxy_server_request, session_id, status}``,
   where ``messages`` / ``response`` / ``metadata`` / ``proxy_server_request`` may be JSON text, and
-  ``messages`` is ``"{}"`` in current versions: the request (messages, tools) is ``proxy_server_request``;
+  ``messages`` is ``"{}"`` in current versions: the request (messages, tools) is ``proxy_server_request``.
+  A proxy without ``store_prompts_in_spend_logs`` (the default) writes ``"{}"`` for all three: such a row
+  holds no conversation and is quarantined with that reason (its usage and spend kept in the raw row);
 * a Helicone export record (``@helicone/export`` with ``--include-body``): ``{request_id,
   request_created_at, request_body, response_id, response_created_at, response_status, response_body,
   request_properties: {"Helicone-Session-Id", ...}, model, prompt_tokens, completion_tokens, cost, ...}``;
@@ -579,6 +581,12 @@ def _parse_call(record: Any, locator: str) -> _Call:  # noqa: ANN401
     call_type = record.get("call_type")
     if isinstance(call_type, str) and "completion" not in call_type:
         raise ValueError(f"not a chat-completions call (call_type={call_type!r})")
+    if _is_promptless_litellm_row(record):
+        raise ValueError(
+            "a LiteLLM spend-log row without its request: the proxy keeps a call's messages and response "
+            "in its spend logs only with store_prompts_in_spend_logs on (general_settings), so this row has "
+            "no conversation; its model, tokens and spend are in the raw row"
+        )
     messages = _validate_messages(*_messages_of(record, request))
     completion = _completion_of(record)
     response_message: dict[str, Any] | None = None
@@ -703,12 +711,23 @@ def _parse_call(record: Any, locator: str) -> _Call:  # noqa: ANN401
     return call
 
 
+def _is_promptless_litellm_row(record: Mapping[str, Any]) -> bool:
+    """A LiteLLM spend-log row (``SpendLogsPayload``) written without the call's request: ``messages``,
+    ``response`` and ``proxy_server_request`` are ``"{}"`` (or empty) unless the proxy runs with
+    ``store_prompts_in_spend_logs``."""
+    if not ({"request_id", "call_type", "spend"} <= set(record)):
+        return False
+    request = _request_of(record)[1]
+    return _json_field(record.get("messages")) in (None, {}, [], "") and "messages" not in request
+
+
 def _looks_like_call(record: Any) -> bool:  # noqa: ANN401
     if not isinstance(record, dict):
         return False
     messages, _ = _messages_of(record, _request_of(record)[1])
     if not isinstance(messages, list):
-        return False
+        # A spend-log row with no prompt stored is a call all the same: read's to quarantine, with why.
+        return _is_promptless_litellm_row(record)
     response = _completion_of(record)
     if isinstance(response, dict) and "choices" in response:
         return True
