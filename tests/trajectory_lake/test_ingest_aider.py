@@ -523,3 +523,111 @@ class TestAiderBenchmarkResults:
         ingest([path], lake)
         (bad,) = lake.read("quarantine").to_dicts()
         assert "aider-benchmark: field 'tests_outcomes' must be a list of booleans" in bad["error"]
+
+
+# The transcript as benchmark.py and aider >= 0.50 write it: the usage line ("Tokens: ... sent, ... received.
+# Cost: ...") follows the reply it reports, and run_unit_tests appends each try's test output as a bare fence
+# (f"```\n{res}\n```") before the next try's "####" message (Aider-AI/aider benchmark/benchmark.py).
+TESTED_HISTORY = f"""
+# aider chat started at 2025-01-10 12:00:05
+
+> Aider v0.71.1  
+> Model: gpt-4o with diff edit format  
+
+#### # Instructions  
+####   
+#### Given a target word and candidates, find the anagrams.  
+
+anagram.py
+```
+<<<<<<< SEARCH
+def find_anagrams(word, candidates):
+    pass
+=======
+def find_anagrams(word, candidates):
+    return [c for c in candidates if sorted(c) == sorted(word)]
+>>>>>>> REPLACE
+```
+
+> Tokens: 1.2k sent, 80 received. Cost: $0.0038 message, $0.0038 session.  
+> Applied edit to anagram.py  
+```
+F.
+====
+FAIL: test_words_other_than_themselves_are_not_anagrams (anagram_test.AnagramTest)
+----
+FAILED (failures=1)
+
+```
+#### F.  
+#### ====  
+#### FAIL: test_words_other_than_themselves_are_not_anagrams (anagram_test.AnagramTest)  
+#### See the testing errors above.  
+
+{EDIT}
+
+> Tokens: 12k sent, 1.1k cache write, 95 received. Cost: $0.0047 message, $0.0085 session.  
+> Applied edit to anagram.py  
+```
+..
+----
+
+OK
+
+```"""
+
+
+class TestAiderBenchmarkTranscriptAsWritten:
+    @pytest.fixture
+    def lake(self, tmp_path) -> Lake:
+        path = _bench_exercise(tmp_path, [False, True])
+        (path.parent / ".aider.chat.history.md").write_text(TESTED_HISTORY, encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        return lake
+
+    def test_the_harness_test_output_is_a_tool_step_flagged_by_its_outcome(self, lake):
+        steps = lake.read("steps").sort("step_index")
+        assert steps["role"].to_list() == [
+            "tool", "user", "assistant", "tool", "tool", "user", "assistant", "tool", "tool"
+        ]  # fmt: skip
+        failed, passed = steps.row(4, named=True), steps.row(8, named=True)
+        assert failed["content"].startswith("```\nF.\n====\nFAIL: test_words_other_than")
+        assert (failed["is_error"], passed["is_error"]) == (True, False)
+        assert json.loads(passed["extra"]) == {"aider": "test_output"}
+
+    def test_the_answer_is_the_last_reply_not_the_test_output(self, lake):
+        (candidate,) = lake.read("candidates").to_dicts()
+        assert candidate["content"] == EDIT
+
+    def test_a_usage_line_after_a_reply_gives_that_reply_its_tokens(self, lake):
+        steps = lake.read("steps").sort("step_index")
+        assert steps["tokens"].to_list() == [None, None, 80, None, None, None, 95, None, None]
+        assert json.loads(steps.row(7, named=True)["extra"])["usage"] == {
+            "reported": "after_reply",
+            "prompt_tokens": 12000,
+            "completion_tokens": 95,
+            "cache_write_tokens": 1100,
+            "approximate": True,
+            "cost": 0.0047,
+            "session_cost": 0.0085,
+        }
+
+    def test_a_cost_on_the_line_after_the_tokens_is_read_with_them(self):
+        (session,) = parse_chat_history(
+            "# aider chat started at 2025-01-10 12:00:05\n\n#### go  \n\nDone.\n\n"
+            "> Tokens: 6.6k sent, 3.4k cache write, 2.2k cache hit, 950 received.  \n"
+            "> Cost: $0.02 message, $0.87 session.  \n"
+        )
+        role, _, extra = session.blocks[-1]
+        assert role == "tool"
+        assert extra["usage"] == {
+            "reported": "after_reply",
+            "prompt_tokens": 6600,
+            "completion_tokens": 950,
+            "cache_write_tokens": 3400,
+            "cache_hit_tokens": 2200,
+            "approximate": True,
+            "cost": 0.02,
+            "session_cost": 0.87,
+        }

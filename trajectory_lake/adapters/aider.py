@@ -29,13 +29,16 @@ Mapping:
   aider's own output is block-quoted (``> ``), the model's replies are plain text. When the file has
   one session per attempt, session *i* becomes the steps of attempt *i* (``user`` / ``tool`` /
   ``assistant``; completion tokens from aider's ``N prompt tokens, M completion tokens, $C cost`` line
-  go to the reply that follows); otherwise the transcript's presence, hash and session count are
+  go to the reply that follows, those of aider >= 0.50's ``Tokens: 4.5k sent, 429 received. Cost: $C
+  message, $S session.`` (rounded as aider writes them, ``extra.usage.approximate``) to the reply before
+  it); otherwise the transcript's presence, hash and session count are
   recorded in ``extra.transcript``. A model reply that itself starts a line with ``> `` or ``#### ``
   outside a code fence cannot be told apart from aider's own lines.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,6 +59,7 @@ from trajectory_lake.records import (
     Quarantined,
     as_bool,
     as_timestamp,
+    json_or_none,
     make_candidate,
     make_outcome,
     make_run,
@@ -78,6 +82,16 @@ _AIDER_KEYS = (
 )
 _SESSION = re.compile(r"^# aider chat started at (.+?)\s*$")
 _USAGE = re.compile(r"^([\d,]+) prompt tokens, ([\d,]+) completion tokens(?:, \$([\d.]+) cost)?")
+# aider >= 0.50 reports a call after its reply, token counts rounded as format_tokens writes them (1.2k, 47k):
+# "Tokens: 4.5k sent[, 3.4k cache write][, 2.2k cache hit], 429 received." then, on the same or the next line,
+# "Cost: $0.0018 message, $0.0018 session."
+_TOKENS = re.compile(
+    r"^Tokens: (?P<sent>[\d.,]+k?) sent"
+    r"(?:, (?P<write>[\d.,]+k?) cache write)?(?:, (?P<hit>[\d.,]+k?) cache hit)?"
+    r", (?P<received>[\d.,]+k?) received\."
+    r"(?: Cost: \$(?P<cost>[\d.]+) message, \$(?P<session>[\d.]+) session\.)?"
+)
+_COST = re.compile(r"^Cost: \$(?P<cost>[\d.]+) message, \$(?P<session>[\d.]+) session\.")
 _VERSION = re.compile(r"^Aider v(\S+)")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
@@ -344,12 +358,17 @@ class _Session:
         )
 
     def rows(self, trajectory: dict[str, Any]) -> list[dict[str, Any]]:
-        rows = []
+        rows: list[dict[str, Any]] = []
         pending_tokens: int | None = None
         for role, text, extra in self.blocks:
             tokens = None
             if role == "assistant":
                 tokens, pending_tokens = pending_tokens, None
+            elif "usage" in extra and extra["usage"].get("reported") == "after_reply":
+                # aider >= 0.50: the usage of the reply just before it
+                reply = rows[-1] if rows and rows[-1]["role"] == "assistant" else None
+                if reply is not None and reply["tokens"] is None:
+                    reply["tokens"] = extra["usage"]["completion_tokens"]
             elif "usage" in extra:
                 pending_tokens = extra["usage"]["completion_tokens"]
             rows.append(
@@ -430,9 +449,31 @@ def _block(role: str, lines: list[str]) -> tuple[str, str, dict[str, Any]]:
                     "completion_tokens": int(usage.group(2).replace(",", "")),
                     **({"cost": float(usage.group(3))} if usage.group(3) else {}),
                 }
+            report = _TOKENS.match(line)
+            if report:
+                extra["usage"] = {
+                    "reported": "after_reply",
+                    "prompt_tokens": _count(report["sent"]),
+                    "completion_tokens": _count(report["received"]),
+                    "approximate": any(report[k].endswith("k") for k in ("sent", "received")),
+                    **{
+                        f"cache_{name}_tokens": _count(report[key])
+                        for name, key in (("write", "write"), ("hit", "hit"))
+                        if report[key]
+                    },
+                }
+            cost = report or _COST.match(line)
+            if cost and cost["cost"] and "usage" in extra:
+                extra["usage"].update(cost=float(cost["cost"]), session_cost=float(cost["session"]))
     else:
         text = "\n".join(lines).strip("\n")
     return role, text, extra
+
+
+def _count(text: str) -> int:
+    """A token count as aider's ``format_tokens`` writes it: ``950``, ``1.2k`` (1200), ``47k`` (47000)."""
+    text = text.replace(",", "")
+    return round(float(text[:-1]) * 1000) if text.endswith("k") else int(float(text))
 
 
 def _unbreak(line: str) -> str:
@@ -489,8 +530,9 @@ class AiderBenchmarkResult(Adapter):
     with the instructions as prompt (the transcript's first user message, else ``.docs/``); the steps are
     the transcript's (as for the SWE-bench results above); the candidate (kind ``answer``) is the model's
     last reply (the edits the final test run checked; empty without a transcript) and is labelled
-    ``resolved`` (the last try's tests passed) and ``resolved_first_try``. Ingesting a directory finds
-    these files although their names start with a dot (hidden folders are not searched).
+    ``resolved`` (the last try's tests passed) and ``resolved_first_try``. The test output the harness
+    appends after each try is a ``tool`` step (``extra.aider = "test_output"``), not a reply. Ingesting a
+    directory finds these files although their names start with a dot (hidden folders are not searched).
     """
 
     name: ClassVar[str] = "aider-benchmark"
@@ -573,6 +615,8 @@ class AiderBenchmarkResult(Adapter):
                 row["step_index"] = len(steps)
                 steps.append(row)
         trajectory["n_steps"] = len(steps)
+        if outcomes:
+            _mark_test_output(steps, outcomes)
         bundle = Bundle(locator="$", priority=self.rank)
         bundle.add("runs", run)
         bundle.add("trajectories", trajectory)
@@ -602,6 +646,32 @@ class AiderBenchmarkResult(Adapter):
                 )
                 bundle.add("outcomes", outcome)
         return bundle
+
+
+def _mark_test_output(steps: list[dict[str, Any]], outcomes: list[bool]) -> None:
+    """Make the unit-test output that ``benchmark.py`` (``run_unit_tests``) appends to the transcript after
+    each try, a bare ````` fence that ends the try (before the next ``####`` message or the end), a ``tool``
+    step: it reads like a model reply but is the harness's. With one such block per test outcome, a failed
+    run's block is ``is_error``; a try whose tests timed out wrote none, so then the blocks are left
+    unflagged."""
+    found = []
+    for i, step in enumerate(steps):
+        lines = (step["content"] or "").split("\n")
+        following = steps[i + 1]["role"] if i + 1 < len(steps) else None
+        if (
+            step["role"] == "assistant"
+            and following in (None, "user")
+            and len(lines) >= 2
+            and lines[0] == lines[-1] == "```"
+            and not any(_FENCE.match(line) for line in lines[1:-1])
+        ):
+            found.append(step)
+    for n, step in enumerate(found):
+        failed = not outcomes[n] if len(found) == len(outcomes) else None
+        extra = json.loads(step["extra"]) if step["extra"] else {}
+        step.update(
+            role="tool", tokens=None, is_error=failed, extra=json_or_none({**extra, "aider": "test_output"})
+        )
 
 
 def _benchmark_place(testdir: str | None, directory: Path, testcase: str) -> tuple[str, str | None]:
