@@ -1200,3 +1200,28 @@ class TestSweAgentDetectionOfUpstreamShapes:
         assert (trajectory["source_format"], trajectory["model"]) == ("swe-agent:0.x", "gpt4")
         assert "read_beside" not in _extra(trajectory)
         assert "replay_config" not in _extra(trajectory)
+
+
+class TestSweAgentDemonstrations:
+    """SWE-agent 1.x ships demonstrations as the ``history`` of a run alone (upstream
+    ``trajectories/demonstrations/function_calling_simple.traj``): examples its configs show the model, no
+    rollout. They were quarantined as an unknown format."""
+
+    def _demonstration(self, trajs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        return {"history": [m for m in trajs[V1_FC]["history"] if not m.get("is_demo")][:6]}
+
+    def test_a_history_only_traj_is_listed_as_ignored_not_quarantined(self, trajs, tmp_path):
+        path = tmp_path / "demonstrations" / "function_calling_simple.traj"
+        path.parent.mkdir()
+        path.write_text(json.dumps(self._demonstration(trajs), indent=2), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([path.parent], lake)
+        assert report.sources == {path.as_uri(): "swe-agent"}
+        assert "SWE-agent demonstration" in report.ignored[str(path)]
+        assert report.total("read") == 0 and report.total("quarantined") == 0
+
+    @pytest.mark.parametrize("name", ["history.json", "chat.jsonl"])
+    def test_a_history_under_another_name_is_not_claimed(self, trajs, tmp_path, name):
+        path = tmp_path / name
+        path.write_text(json.dumps(self._demonstration(trajs)), encoding="utf-8")
+        assert not SweAgentTrajectory.sniff(SourceFile(path=path, data=path.read_bytes()))

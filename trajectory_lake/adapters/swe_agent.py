@@ -170,7 +170,11 @@ class SweAgentTrajectory(Adapter):
             # One well-formed attempt is enough: a damaged one is quarantined by read(), not a reason to
             # call the file unknown.
             return _is_attempt(document) or any(isinstance(a, dict) and _is_attempt(a) for a in attempts)
-        return _is_attempt(document) or _is_unstarted_retry(source, document)
+        return (
+            _is_attempt(document)
+            or _is_unstarted_retry(source, document)
+            or _is_demonstration(source, document)
+        )
 
     def hints(self, source: SourceFile) -> dict[str, str]:
         try:
@@ -217,6 +221,12 @@ class SweAgentTrajectory(Adapter):
             return
         if not isinstance(document, dict):
             yield self.quarantine("$", f"expected a JSON object, got {type(document).__name__}", source.data)
+            return
+        if _is_demonstration(source, document):
+            yield Skipped(
+                "a SWE-agent demonstration (a history only, shown to the model as an example by the agent "
+                "configs that name it): no rollout of its own"
+            )
             return
         if document.get("attempts") == []:
             yield Skipped(
@@ -436,6 +446,20 @@ def _is_unstarted_retry(source: SourceFile, document: dict[str, Any]) -> bool:
     """A RetryAgent's ``<instance_id>.traj`` as saved before its first attempt ended: ``{"attempts": []}``
     (claimed by its name too: the content alone is too plain to be told from other formats')."""
     return document == {"attempts": []} and source.path.name.endswith(".traj")
+
+
+def _is_demonstration(source: SourceFile, document: dict[str, Any]) -> bool:
+    """A 1.x demonstration (upstream ``trajectories/demonstrations/function_calling_simple.traj``): only the
+    ``history`` of a run, its messages tagged with the ``agent`` that wrote them (claimed by its name too)."""
+    history = document.get("history")
+    return (
+        set(document) == {"history"}
+        and source.path.name.endswith(".traj")
+        and isinstance(history, list)
+        and bool(history)
+        and all(isinstance(m, dict) and "role" in m for m in history)
+        and any("agent" in m or "message_type" in m for m in history)
+    )
 
 
 @dataclass(frozen=True)
