@@ -514,6 +514,59 @@ class TestAtifV17:
         assert lake.read("quarantine").height == 0
 
 
+class TestAtifOtherExporters:
+    """ATIF written outside Harbor: NVIDIA NeMo Relay's ATIF exporter (``nemo-relay-atif-{session_id}.json``)
+    defaults ``agent.model_name`` to ``"unknown"``, names each call's model on its agent step, and writes a
+    tool's result as a ``system`` step's observation."""
+
+    def test_a_placeholder_agent_model_gives_way_to_the_steps_model(self, tmp_path):
+        document = {
+            "schema_version": "ATIF-v1.7",
+            "session_id": "6f1c",
+            "agent": {"name": "Planner", "version": "1.0.0", "model_name": "unknown"},
+            "steps": [
+                {"step_id": 1, "source": "user", "message": "Weather in Oslo?"},
+                {
+                    "step_id": 2,
+                    "source": "agent",
+                    "model_name": "gpt-4o",
+                    "message": "",
+                    "tool_calls": [
+                        {
+                            "tool_call_id": "call_1",
+                            "function_name": "get_weather",
+                            "arguments": {"city": "Oslo"},
+                        }
+                    ],
+                    "metrics": {"prompt_tokens": 50, "completion_tokens": 8},
+                },
+                {
+                    "step_id": 3,
+                    "source": "system",
+                    "message": "",
+                    "observation": {"results": [{"source_call_id": "call_1", "content": "12C, rain"}]},
+                },
+                {"step_id": 4, "source": "agent", "model_name": "gpt-4o", "message": "12C and rain."},
+            ],
+        }
+        path = tmp_path / "logs" / "nemo-relay-atif-6f1c.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps(document, indent=2), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        (run,) = lake.read("runs").to_dicts()
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert (run["model"], trajectory["model"]) == ("gpt-4o", "gpt-4o")
+        assert json.loads(run["config"])["agent"] == {"model_name": "unknown"}  # kept, as it was written
+        steps = lake.read("steps").sort("step_index").to_dicts()
+        assert [(s["role"], s["tool_call_id"], s["content"]) for s in steps[2:4]] == [
+            ("system", None, ""),
+            ("tool", "call_1", "12C, rain"),
+        ]
+        (candidate,) = lake.read("candidates").to_dicts()
+        assert candidate["content"] == "12C and rain."
+
+
 class TestHarborTrialConfig:
     """``<trial>/config.json``: Harbor's ``TrialPaths.config_path``, the ``TrialConfig`` that ``result.json``
     repeats under ``config``."""

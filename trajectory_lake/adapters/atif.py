@@ -224,7 +224,7 @@ class AtifTrajectory(Adapter):
         config_agent = _obj(config.get("agent"))
         job = trial.job
         model = (
-            agent_model
+            _known_model(agent_model)
             or _str_or_none(config_agent.get("model_name"))
             or _first_step_model(steps)
             or (job.model() if job else None)
@@ -243,7 +243,11 @@ class AtifTrajectory(Adapter):
             benchmark=benchmark,
             # TrialConfig / JobConfig agents carry env and kwargs (API keys): make_run keeps them out
             config={
-                "agent": {k: v for k, v in agent.items() if k not in ("name", "version", "model_name")},
+                "agent": {  # a placeholder model name is no column's: it stays here
+                    k: v
+                    for k, v in agent.items()
+                    if k not in ("name", "version") and (k != "model_name" or not _known_model(v))
+                },
                 "harbor": {k: v for k, v in config.items() if k not in ("trial_name", "task")},
                 **(job.run_config() if job else {}),
             },
@@ -985,9 +989,18 @@ def _first_message(steps: list[Any], source: str) -> str | None:
 
 def _first_step_model(steps: list[Any]) -> str | None:
     for step in steps:
-        if isinstance(step.get("model_name"), str):
+        if isinstance(step, dict) and _known_model(step.get("model_name")):
             return str(step["model_name"])
     return None
+
+
+def _known_model(name: Any) -> str | None:  # noqa: ANN401
+    """A model name, or ``None`` for the placeholder an exporter writes when it was not told one (NeMo
+    Relay's ATIF exporter defaults ``agent.model_name`` to ``"unknown"``; its steps name the model that
+    answered each call)."""
+    if not isinstance(name, str) or not name.strip() or name.strip().lower() == "unknown":
+        return None
+    return name
 
 
 # -- identities ----------------------------------------------------------------------------------------
