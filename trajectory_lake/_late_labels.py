@@ -16,6 +16,10 @@ lake holds (at its current version) and those this ingest writes, and written in
 * for the harness's own layout ``logs/run_evaluation/<run_id>/<model>/<instance_id>/report.json``, also a
   run whose model is ``<model>`` once its ``/`` are written ``__``: ``swebench.harness.run_evaluation``
   names that folder ``pred["model_name_or_path"].replace("/", "__")`` (checked in the harness source).
+* Multi-SWE-bench's per-instance reports ``<workdir>/<org>/<repo>/evals/pr-<N>/report.json`` are for the
+  run named like ``<workdir>``, or, in a submission (``multi-swe-bench/experiments``:
+  ``evaluation/<language>/verified/<run>/logs/<org>/<repo>/evals/pr-<N>/``), like the folder holding
+  ``logs/``;
 * the harness's run summary ``<model>.<run_id>.json`` (``swebench.harness.reporting.make_run_report``
   writes it into the current directory, named ``model_name_or_path.replace("/", "__") + f".{run_id}" +
   ".json"``; checked in the harness source, and in ``run_evaluation.py`` before ``reporting.py`` existed)
@@ -103,7 +107,9 @@ WAITING = "label waiting for its candidate"
 # How a run summary's waiting label names its run, right after WAITING (how waiting_labels tells them apart).
 _SUMMARY = "the run summary "
 AMBIGUOUS = "label not attached: several runs match"
-_NODE_LABEL = re.compile(r"@node_\d+$")  # adapters._base.node_label: a moatless per-leaf report's label
+_NODE_LABEL = re.compile(r"@node_\d+$")
+# Multi-SWE-bench's harness writes each instance's report to <workdir>/<org>/<repo>/evals/pr-<N>/report.json.
+_MSB_EVAL = re.compile(r"^pr-\d+$")  # adapters._base.node_label: a moatless per-leaf report's label
 _CANDIDATE_COLUMNS = ("candidate_id", "trajectory_id", "task_id", "benchmark")
 # The task families the SWE-bench harness's reports label, each with the evaluator of their outcomes.
 _EVALUATORS = {FAMILY: REPORT_EVALUATOR, SWE_GYM: SWE_GYM}
@@ -136,7 +142,13 @@ class ReportRun:
             ReportRun(name='openai__gpt-4o', model_dir='openai__gpt-4o', summary=None)
             >>> ReportRun.of(Path("evaluation/lite/20240402_sweagent_gpt4"))
             ReportRun(name='20240402_sweagent_gpt4', model_dir=None, summary=None)
+            >>> ReportRun.of(Path("c++/verified/20250329_MopenHands/logs/fmtlib/fmt/evals/pr-1171")).name
+            '20250329_MopenHands'
         """
+        if _MSB_EVAL.match(key.name) and key.parent.name == "evals":  # <org>/<repo>/evals/pr-<N>
+            above = key.parents[3] if len(key.parents) > 3 else key.parent
+            run = above.parent if above.name == "logs" and above.parent.name else above
+            return cls(name=run_name_of(run))
         model_dir = key.name if key.parent.parent.name == "run_evaluation" else None
         return cls(name=run_name_of(key), model_dir=model_dir)
 

@@ -12,7 +12,7 @@ import hashlib
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import polars as pl
 import pytest
@@ -484,6 +484,84 @@ class TestLeaderboardSubmissionLogs:
         names = sorted(Path(p).name for p in report.skipped)
         assert names == sorted(["patch.diff", "test_output.txt"] * len(lines))
         assert report.total("quarantined") == 0
+
+
+def _msb_report(org: str, repo: str, number: int, *, valid: bool) -> dict[str, Any]:
+    """Multi-SWE-bench's per-instance ``report.json`` (``multi_swe_bench.harness.report.Report``), trimmed
+    from multi-swe-bench/experiments ``evaluation/c++/verified/20260714_CodeArts-Agent_CodeArts-GLM-5.1/logs/
+    fmtlib/fmt/evals/pr-1171/report.json``."""
+    test = {"run": "PASS", "test": "NONE", "fix": "PASS" if valid else "FAIL"}
+    result = {"passed_count": 1, "failed_count": 0, "skipped_count": 0, "passed_tests": ["core-test"],
+              "failed_tests": [], "skipped_tests": []}
+    return {
+        "org": org, "repo": repo, "number": number, "valid": valid,
+        "error_msg": "" if valid else "No fix for failed test: run=(1, 0, 0), test=(0, 0, 0), fix=(0, 1, 0)",
+        "fixed_tests": {"core-test": test} if valid else {}, "p2p_tests": {}, "f2p_tests": {},
+        "s2p_tests": {}, "n2p_tests": {"core-test": test} if valid else {}, "run_result": result,
+        "test_patch_result": {**result, "passed_count": 0, "passed_tests": []}, "fix_patch_result": result,
+    }
+
+
+class TestMultiSweBenchSubmission:
+    """A multi-swe-bench/experiments submission, ``evaluation/<language>/verified/<run>/``: SWE-bench-shaped
+    ``all_preds.jsonl`` and the harness's reports in ``logs/<org>/<repo>/evals/pr-<N>/report.json``, whose
+    verdict is ``valid`` (they were quarantined as an unknown format, and the predictions left unlabelled)."""
+
+    PREDS: ClassVar[list[dict[str, Any]]] = [
+        {"instance_id": f"fmtlib__fmt-{n}", "model_name_or_path": "CodeArts Agent + CodeArts-GLM-5.1",
+         "model_patch": f"diff --git a/include/fmt/core.h b/include/fmt/core.h\n+{n}\n"}
+        for n in (1171, 1361)
+    ]
+
+    def _submission(self, root: Path) -> Path:
+        run = root / "evaluation" / "c++" / "verified" / "20260714_CodeArts-Agent_CodeArts-GLM-5.1"
+        run.mkdir(parents=True)
+        write_jsonl(run / "all_preds.jsonl", self.PREDS)
+        for number, valid in ((1171, True), (1361, False)):
+            evals = run / "logs" / "fmtlib" / "fmt" / "evals" / f"pr-{number}"
+            evals.mkdir(parents=True)
+            (evals / "report.json").write_text(json.dumps(_msb_report("fmtlib", "fmt", number, valid=valid)))
+            (evals / "fix.patch").write_text("...\n", encoding="utf-8")
+        return run
+
+    def test_each_instance_report_labels_its_prediction(self, tmp_path):
+        run = self._submission(tmp_path)
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run], lake)
+        assert report.total("quarantined") == 0 and report.warnings == []
+        assert {Path(u).name for u, a in report.sources.items() if a == "swebench-report"} == {"report.json"}
+        got = dict(swe_candidates(lake).select("instance_id", "resolved").iter_rows())
+        assert got == {"fmtlib__fmt-1171": 1.0, "fmtlib__fmt-1361": 0.0}
+
+    def test_the_final_report_keys_instances_as_org_repo_pr(self, tmp_path):
+        run = self._submission(tmp_path)
+        ids = ["fmtlib/fmt:pr-1171", "fmtlib/fmt:pr-1361"]
+        final = {"total_instances": 2, "submitted_instances": 2, "completed_instances": 2,
+                 "incomplete_instances": 0, "resolved_instances": 1, "unresolved_instances": 1,
+                 "empty_patch_instances": 0, "error_instances": 0, "submitted_ids": ids, "completed_ids": ids,
+                 "incomplete_ids": [], "resolved_ids": ids[1:], "unresolved_ids": ids[:1],
+                 "empty_patch_ids": [], "error_ids": []}
+        (run / "final_report.json").write_text(json.dumps(final), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run / "all_preds.jsonl", run / "final_report.json"], lake)
+        assert report.total("quarantined") == 0 and report.warnings == []
+        got = dict(swe_candidates(lake).select("instance_id", "resolved").iter_rows())
+        assert got == {"fmtlib__fmt-1171": 0.0, "fmtlib__fmt-1361": 1.0}
+
+    def test_a_report_without_its_verdict_is_quarantined_with_the_reason(self, tmp_path):
+        run = self._submission(tmp_path)
+        path = run / "logs" / "fmtlib" / "fmt" / "evals" / "pr-1361" / "report.json"
+        damaged = json.loads(path.read_text())
+        del damaged["valid"]
+        path.write_text(json.dumps(damaged), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([run], lake)
+        (bad,) = lake.read("quarantine").to_dicts()
+        assert (bad["locator"], bad["error"]) == (
+            "$.valid", "swebench-report: field 'valid' (the report's verdict) must be true or false, got None"
+        )
+        got = dict(swe_candidates(lake).select("instance_id", "resolved").iter_rows())
+        assert got == {"fmtlib__fmt-1171": 1.0, "fmtlib__fmt-1361": None}
 
 
 # The two shapes SWE-bench's experiments repository publishes (keys as in its checklist; values made up).

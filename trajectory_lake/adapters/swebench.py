@@ -14,6 +14,12 @@ Formats (from the SWE-bench harness and the published leaderboard submissions):
   ``run_evaluation.make_run_report`` before it: ``model_name_or_path.replace("/", "__") + f".{run_id}" +
   ".json"``), so several runs' summaries often share a folder that holds none of their predictions: a
   summary so named labels the run its name names (:func:`run_summary_label`), never its folder's;
+* **Multi-SWE-bench reports** (labels only) — its harness's per-instance ``report.json`` ``{org, repo,
+  number, valid, fixed_tests, ..., fix_patch_result}`` (``<workdir>/<org>/<repo>/evals/pr-<N>/``; a
+  multi-swe-bench/experiments submission copies them to ``<run>/logs/``), whose ``valid`` is the verdict of
+  instance ``<org>__<repo>-<N>``, and its ``final_report.json`` (the run summary's keys, instances as
+  ``org/repo:pr-N``: :func:`msb_instance_id`). Its submissions' ``all_preds.jsonl`` are SWE-bench
+  predictions;
 * **submission metadata** — a leaderboard submission (``evaluation/<split>/<run>/`` in SWE-bench's
   ``experiments`` repository) describes itself in ``metadata.yaml``: the older flat keys ``name``, ``oss``,
   ``site``, ``verified`` (and ``org_logo``), or, since 2025, ``info`` (``name``, ``logo``, ``site``,
@@ -67,6 +73,7 @@ __all__ = [
     "SweBenchReport",
     "SweBenchTasks",
     "infer_benchmark",
+    "msb_instance_id",
     "run_summary_label",
     "run_summary_of",
     "run_summary_stem",
@@ -178,6 +185,36 @@ def _records(adapter: Adapter, source: SourceFile) -> Iterator[tuple[str, bytes,
             yield f"$[{key!r}]", _raw(value), value
     else:
         yield adapter.quarantine("$", f"expected a JSON array or object, got {type(document).__name__}", source.data)
+
+
+_MSB_ID = re.compile(r"^([^/\s]+)/([^/:\s]+):pr-(\d+)$")
+# What multi_swe_bench.harness.report.Report writes beside org, repo and number.
+_MSB_REPORT_KEYS = ("valid", "fixed_tests", "run_result", "test_patch_result", "fix_patch_result")
+
+
+def msb_instance_id(report_id: str) -> str:
+    """The instance id of a Multi-SWE-bench report id: its harness keys instances ``org/repo:pr-N``
+    (``PullRequestBase.id``, in ``final_report.json``), its datasets and predictions ``org__repo-N``.
+
+    Examples:
+        >>> msb_instance_id("fmtlib/fmt:pr-1171"), msb_instance_id("django__django-11099")
+        ('fmtlib__fmt-1171', 'django__django-11099')
+    """
+    match = _MSB_ID.match(report_id)
+    return f"{match.group(1)}__{match.group(2)}-{match.group(3)}" if match else report_id
+
+
+def _is_msb_report(document: dict[str, Any]) -> bool:
+    """Whether a JSON object is Multi-SWE-bench's per-instance ``report.json`` (``Report``: ``{org, repo,
+    number, valid, error_msg, fixed_tests, p2p_tests, ..., run_result, test_patch_result,
+    fix_patch_result}``), written to ``<workdir>/<org>/<repo>/evals/pr-<N>/``."""
+    return (
+        isinstance(document.get("org"), str)
+        and isinstance(document.get("repo"), str)
+        and isinstance(document.get("number"), int)
+        and not isinstance(document.get("number"), bool)
+        and sum(k in document for k in _MSB_REPORT_KEYS) >= 2
+    )
 
 
 def _is_record(document: dict[str, Any]) -> bool:
@@ -514,7 +551,7 @@ class SweBenchReport(Adapter):
             return False
         if not isinstance(document, dict) or not document:
             return False
-        if any(k in document for k in cls._SUMMARY_KEYS):
+        if any(k in document for k in cls._SUMMARY_KEYS) or _is_msb_report(document):
             return True
         if "resolved" in document and isinstance(document["resolved"], list):
             return True
@@ -536,6 +573,9 @@ class SweBenchReport(Adapter):
                     item = run_summary_label(item[0], source.path.name), item[1]
                 yield item
             return
+        if _is_msb_report(document):
+            yield from self._msb_labels(document)
+            return
         # moatless-tools' per-leaf report (<instance>/evaluation/node_<id>/report.json) labels that leaf only
         node = evaluated_node(source.path)
         for instance_id, report in document.items():
@@ -552,18 +592,29 @@ class SweBenchReport(Adapter):
                 continue
             yield (instance_id if node is None else node_label(instance_id, node)), out
 
+    def _msb_labels(self, document: dict[str, Any]) -> Iterator[tuple[str, dict[str, float]] | Quarantined]:
+        """A Multi-SWE-bench report: ``valid`` is its verdict (``FinalReport.from_reports`` resolves the valid
+        ones), for the instance ``<org>__<repo>-<number>``."""
+        instance_id = msb_instance_id(f"{document['org']}/{document['repo']}:pr-{document['number']}")
+        if not isinstance(document.get("valid"), bool):
+            reason = "field 'valid' (the report's verdict) must be true or false"
+            yield self.quarantine("$.valid", f"{reason}, got {document.get('valid')!r}", _raw(document))
+            return
+        yield instance_id, {"resolved": float(document["valid"])}
+
     def _summary_labels(self, document: dict[str, Any]) -> Iterator[tuple[str, dict[str, float]] | Quarantined]:
         resolved_key = "resolved_ids" if "resolved_ids" in document else "resolved"
         resolved = document.get(resolved_key) or []
         if not isinstance(resolved, list) or not all(isinstance(i, str) for i in resolved):
             yield self.quarantine(f"$.{resolved_key}", "expected a list of instance ids", _raw(resolved))
             return
+        resolved = [msb_instance_id(i) for i in resolved]
         evaluated: set[str] = set(resolved)
         # Everything the harness evaluated but did not resolve counts as unresolved.
         for key in ("unresolved_ids", "error_ids", "empty_patch_ids", "completed_ids", "applied", "generated"):
             ids = document.get(key)
             if isinstance(ids, list):
-                evaluated.update(i for i in ids if isinstance(i, str))
+                evaluated.update(msb_instance_id(i) for i in ids if isinstance(i, str))
         resolved_set = set(resolved)
         for instance_id in sorted(evaluated):
             yield instance_id, {"resolved": float(instance_id in resolved_set)}
