@@ -712,6 +712,13 @@ class TestMiniSweAgentOpenRouterAndExtraKeys:
         assert trajectory["exit_status"] == "ReviewerApproved"
         assert trajectory["source_format"] == "mini-swe-agent:mini-swe-agent-multiagent-1.0"
 
+    def test_a_config_that_names_the_model_as_text_gives_the_model(self, trajs, tmp_path):
+        # (forks' save_traj write {"config": {"agent": agent.name, "model": agent.llm.model_name}})
+        document = json.loads(json.dumps(trajs["django__django-11099"]))
+        document["info"]["config"] = {"agent": "swe", "model": "openai/gpt-4.1"}
+        lake, _ = _ingest_document(tmp_path, TRAJ_NAME, document)
+        assert _trajectory(lake, "django__django-11099")["model"] == "openai/gpt-4.1"
+
 
 class TestMiniSweAgentUnfinishedRun:
     """v2 saves the trajectory after every step, with the exit status and submission of the last message

@@ -304,7 +304,9 @@ def _float_or_none(value: Any) -> float | None:  # noqa: ANN401
 
 
 def _model_name(info: dict[str, Any]) -> str | None:
-    name = _dict_or_empty(_dict_or_empty(info.get("config")).get("model")).get("model_name")
+    """``info.config.model.model_name`` (forks' ``save_traj`` write the name itself as ``config.model``)."""
+    model = _dict_or_empty(info.get("config")).get("model")
+    name = model if isinstance(model, str) else _dict_or_empty(model).get("model_name")
     return name if isinstance(name, str) and name else None
 
 
