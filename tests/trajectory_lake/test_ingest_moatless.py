@@ -565,6 +565,29 @@ class TestMoatlessLabels:
         assert report.warnings == []
 
 
+class TestMoatlessUnexpandedTree:
+    """A tree persisted before its first expansion, as zhimin-z/moatless-tree-search tests/traj_haiku.json
+    holds it (the root alone, no children)."""
+
+    def test_the_root_alone_is_one_unfinished_branch_of_the_task(self, tree, tmp_path):
+        document = json.loads(json.dumps(tree))
+        document["nodes"] = document["nodes"][:1]
+        path = tmp_path / IID / "trajectory.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps(document), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([path], lake)
+        assert report.total("quarantined") == 0
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert (trajectory["task_id"], trajectory["exit_status"]) == (TASK, "unfinished")
+        assert trajectory["n_steps"] == 2
+        assert _extra(trajectory)["branch_node_ids"] == [0]
+        steps = _steps(lake, trajectory["trajectory_id"])
+        assert steps["role"].to_list() == ["system", "user"]
+        assert steps.row(0, named=True)["content"] == tree["agent"]["system_prompt"]
+        assert lake.read("candidates").height == 0
+
+
 class TestMoatlessMalformed:
     @pytest.mark.parametrize("name", [LOG, TREE])
     def test_a_truncated_file_is_quarantined_with_the_parse_error(self, moatless_dir, tmp_path, name):

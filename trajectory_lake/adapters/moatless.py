@@ -46,7 +46,8 @@ Every explored branch (a leaf, or a node whose action is ``Finish``) becomes one
 prompt, the root message, then per node an ``assistant`` step (its ``thoughts``/``scratch_pad`` as
 ``reasoning``, its actions as tool calls named by the action class, with the tool-use id from the
 completion response when there is one) and one ``tool`` step per observation (``is_error`` when moatless
-expected a correction). A branch that ends in ``Finish`` gets its final patch (the file context's per-file
+expected a correction). A tree persisted before its first expansion (the root alone) is one unfinished
+branch of the root's steps. A branch that ends in ``Finish`` gets its final patch (the file context's per-file
 patches, joined) as a ``patch`` candidate; an unfinished branch keeps its patch in ``extra.final_patch``.
 With exactly one finished branch (or none, then the latest leaf), that branch is the run's rollout:
 ``attempt=0``, labelled by the run's SWE-bench reports. With several finished branches the file does not
@@ -991,6 +992,10 @@ class _Tree:
             if (not self.children[i] and i not in expanded and n is not self.root)
             or (n is not self.root and self.is_finished(n))
         ]
+        if not ends and len(self.by_id) == 1 and not self.damaged:
+            # a tree persisted before its first expansion (the flow never ran, or failed at once): the
+            # root alone is its one, unfinished branch
+            return [self.root]
         return sorted(ends, key=lambda n: n["node_id"])
 
     def path_to(self, node: dict[str, Any]) -> list[dict[str, Any]]:
