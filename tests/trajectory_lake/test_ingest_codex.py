@@ -802,6 +802,37 @@ class TestCodexHistoryRewrites:
         (task,) = lake.read("tasks").to_dicts()
         assert task["prompt"] == "add a flag"
 
+    def test_a_rollback_does_not_count_notifications_and_hook_prompts_as_user_turns(self, tmp_path):
+        """codex-rs writes a finished subagent's ``<subagent_notification>`` and a hook's ``<hook_prompt>`` as
+        ``user`` messages but, like its other contextual fragments, does not count them as user turns."""
+
+        def injected(text: str) -> tuple[str, dict[str, Any]]:
+            content = [{"type": "input_text", "text": text}]
+            return "response_item", {"type": "message", "role": "user", "content": content}
+
+        path = _write_rollout(
+            tmp_path / "rollout-2026-03-01T10-00-00-eeee.jsonl",
+            [
+                _meta("eeee"),
+                *_user("add a flag"),
+                _say("Added --fast."),
+                *_user("rename it"),
+                _say("Renaming.", phase="commentary"),
+                injected(
+                    '<subagent_notification>\n{"agent_id": "w1", "status": "completed"}\n'
+                    "</subagent_notification>"
+                ),
+                injected('<hook_prompt hook_run_id="stop-1">Run the linter first.</hook_prompt>'),
+                _say("Renamed to --quick."),
+                ("event_msg", {"type": "thread_rolled_back", "num_turns": 1}),
+            ],
+        )
+        lake, _, _, steps = _ingest_one(path)
+        rolled = [json.loads(s["extra"]).get("rolled_back", False) for s in steps]
+        assert rolled == [False, False, True, True, True, True, True]
+        (candidate,) = lake.read("candidates").to_dicts()
+        assert candidate["content"] == "Added --fast."
+
     def test_a_forked_session_is_named_by_its_own_meta_and_keeps_the_parents(self, tmp_path):
         path = _write_rollout(
             tmp_path / "rollout-2026-03-01T10-00-00-eeee.jsonl",

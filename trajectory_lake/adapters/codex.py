@@ -163,7 +163,9 @@ _FOLDED_EVENTS = frozenset(
         "token_count",
     }
 )
-# Text the harness injects as ``user`` messages; the user's own request is none of these.
+# Text the harness injects as ``user`` messages; the user's own request is none of these (codex-rs
+# ``core/src/contextual_user_message.rs``: the contextual fragments, hook prompts and the legacy warnings,
+# which upstream does not count as user turns either).
 _INJECTED_PREFIXES = (
     "<environment_context>",
     "<user_instructions>",
@@ -173,6 +175,11 @@ _INJECTED_PREFIXES = (
     "<turn_aborted>",
     "<permissions instructions>",
     "<skill>",
+    "<subagent_notification>",
+    "<hook_prompt",
+    "Warning: The maximum number of unified exec processes you can keep open is",
+    "Warning: Your account was flagged for potentially high-risk cyber activity",
+    "Warning: apply_patch was requested via ",
 )
 # The header lines Codex puts above a command's output (before an ``Output:`` line): unified exec's
 # "Process exited with code N", the freeform shell format's first line "Exit code: N", and the newest
