@@ -486,6 +486,49 @@ class TestLeaderboardSubmissionLogs:
         assert report.total("quarantined") == 0
 
 
+class TestLeaderboardResults:
+    """A submission's ``results/results.json``. The later layout ``{no_generation, no_logs, resolved}``
+    (SWE-bench experiments' ``evaluation/verified/<run>/`` folders) lists only the resolved instances: the
+    rest of the submission's predictions were left unlabelled, so a run had only positive labels."""
+
+    @pytest.fixture
+    def lines(self, lite_dir: Path) -> list[dict[str, Any]]:
+        rows = read_jsonl(lite_dir / "candidates" / "20240402_sweagent_gpt4.jsonl")[:12]
+        assert {r["resolved"] for r in rows} == {True, False}
+        return rows
+
+    def _run(self, root: Path, lines: list[dict[str, Any]], results: dict[str, Any]) -> Path:
+        run = root / "evaluation" / "lite" / "20240402_sweagent_gpt4"
+        (run / "results").mkdir(parents=True)
+        preds = [
+            {"instance_id": r["instance_id"], "model_name_or_path": "gpt4", "model_patch": r["model_patch"]}
+            for r in lines
+        ]
+        write_jsonl(run / "all_preds.jsonl", preds)
+        (run / "results" / "results.json").write_text(json.dumps(results), encoding="utf-8")
+        return run
+
+    def test_every_prediction_the_resolved_list_leaves_out_is_unresolved(self, lines, tmp_path):
+        resolved = [r["instance_id"] for r in lines if r["resolved"]]
+        empty = [r["instance_id"] for r in lines if not r["model_patch"].strip()]
+        no_logs = [r["instance_id"] for r in lines if not r["resolved"] and r["instance_id"] not in empty][:1]
+        run = self._run(tmp_path, lines, {"no_generation": empty, "no_logs": no_logs, "resolved": resolved})
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run], lake)
+        assert report.total("quarantined") == 0 and report.warnings == []
+        got = dict(swe_candidates(lake).select("instance_id", "resolved").iter_rows())
+        assert got == {r["instance_id"]: float(r["resolved"]) for r in lines}
+
+    def test_the_older_results_json_labels_the_instances_it_lists(self, lines, tmp_path):
+        generated = [r["instance_id"] for r in lines[:6]]
+        resolved = [i for i, r in zip(generated, lines, strict=False) if r["resolved"]]
+        results = {"generated": generated, "applied": generated, "resolved": resolved}
+        lake = Lake(tmp_path / "lake")
+        ingest([self._run(tmp_path, lines, results)], lake)
+        got = dict(swe_candidates(lake).select("instance_id", "resolved").iter_rows())
+        assert got == {r["instance_id"]: float(r["resolved"]) if i < 6 else None for i, r in enumerate(lines)}
+
+
 def _msb_report(org: str, repo: str, number: int, *, valid: bool) -> dict[str, Any]:
     """Multi-SWE-bench's per-instance ``report.json`` (``multi_swe_bench.harness.report.Report``), trimmed
     from multi-swe-bench/experiments ``evaluation/c++/verified/20260714_CodeArts-Agent_CodeArts-GLM-5.1/logs/

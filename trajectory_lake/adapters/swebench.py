@@ -9,7 +9,8 @@ Formats (from the SWE-bench harness and the published leaderboard submissions):
   ``system`` and ``resolved`` to each line;
 * **reports** (labels only) — the per-instance ``report.json`` ``{iid: {resolved, tests_status}}``,
   the run summary ``{resolved_ids, unresolved_ids, ...}`` and the older ``results.json``
-  ``{resolved: [...], applied: [...], ...}``. The harness writes the run summary into the current
+  ``{resolved: [...], applied: [...], ...}`` (the leaderboard's later ``{resolved, no_generation, no_logs}``
+  lists only the resolved: the submission's other predictions are unresolved). The harness writes the run summary into the current
   directory as ``<model>.<run_id>.json`` (``swebench.harness.reporting.make_run_report``, and
   ``run_evaluation.make_run_report`` before it: ``model_name_or_path.replace("/", "__") + f".{run_id}" +
   ".json"``), so several runs' summaries often share a folder that holds none of their predictions: a
@@ -215,6 +216,30 @@ def _is_msb_report(document: dict[str, Any]) -> bool:
         and not isinstance(document.get("number"), bool)
         and sum(k in document for k in _MSB_REPORT_KEYS) >= 2
     )
+
+
+def _submitted_instances(run_dir: Path) -> set[str]:
+    """The instance ids of a leaderboard submission's predictions, ``<run>/all_preds.jsonl`` (or
+    ``preds.json``): the instances its ``results.json`` evaluated. Unreadable lines give none."""
+    ids: set[str] = set()
+    jsonl, keyed = run_dir / "all_preds.jsonl", run_dir / "preds.json"
+    try:
+        if jsonl.is_file():
+            with jsonl.open("rb") as handle:
+                for line in handle:
+                    try:
+                        record = loads(line) if line.strip() else None
+                    except (ValueError, RecursionError):
+                        continue
+                    if isinstance(record, dict) and isinstance(record.get("instance_id"), str):
+                        ids.add(record["instance_id"])
+        elif keyed.is_file():
+            document = loads(keyed.read_bytes())
+            if isinstance(document, dict):
+                ids.update(k for k, v in document.items() if isinstance(v, dict))
+    except (OSError, ValueError, RecursionError):
+        return ids
+    return ids
 
 
 def _is_record(document: dict[str, Any]) -> bool:
@@ -568,7 +593,7 @@ class SweBenchReport(Adapter):
         document = source.document
         if any(k in document for k in self._SUMMARY_KEYS) or isinstance(document.get("resolved"), list):
             named = any(k in document for k in self._SUMMARY_KEYS) and run_summary_stem(source.path.name)
-            for item in self._summary_labels(document):
+            for item in self._summary_labels(document, source.path):
                 if named and not isinstance(item, Quarantined):
                     item = run_summary_label(item[0], source.path.name), item[1]
                 yield item
@@ -602,7 +627,13 @@ class SweBenchReport(Adapter):
             return
         yield instance_id, {"resolved": float(document["valid"])}
 
-    def _summary_labels(self, document: dict[str, Any]) -> Iterator[tuple[str, dict[str, float]] | Quarantined]:
+    def _summary_labels(
+        self, document: dict[str, Any], path: Path
+    ) -> Iterator[tuple[str, dict[str, float]] | Quarantined]:
+        """The run summary's verdicts, and the older ``results.json``'s. The leaderboard's later
+        ``results.json`` (``{resolved, no_generation, no_logs}``, SWE-bench experiments since 2024) lists
+        only the resolved instances: every other prediction of its submission (``<run>/all_preds.jsonl``,
+        beside ``<run>/results/``) was evaluated unresolved, as the leaderboard counts it."""
         resolved_key = "resolved_ids" if "resolved_ids" in document else "resolved"
         resolved = document.get(resolved_key) or []
         if not isinstance(resolved, list) or not all(isinstance(i, str) for i in resolved):
@@ -611,10 +642,13 @@ class SweBenchReport(Adapter):
         resolved = [msb_instance_id(i) for i in resolved]
         evaluated: set[str] = set(resolved)
         # Everything the harness evaluated but did not resolve counts as unresolved.
-        for key in ("unresolved_ids", "error_ids", "empty_patch_ids", "completed_ids", "applied", "generated"):
+        listed = ("unresolved_ids", "error_ids", "empty_patch_ids", "completed_ids", "applied", "generated")
+        for key in (*listed, "no_generation", "no_logs"):
             ids = document.get(key)
             if isinstance(ids, list):
                 evaluated.update(msb_instance_id(i) for i in ids if isinstance(i, str))
+        if resolved_key == "resolved" and not any(isinstance(document.get(k), list) for k in listed):
+            evaluated.update(_submitted_instances(run_dir_of(path)))
         resolved_set = set(resolved)
         for instance_id in sorted(evaluated):
             yield instance_id, {"resolved": float(instance_id in resolved_set)}
