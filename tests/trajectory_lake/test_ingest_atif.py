@@ -567,6 +567,42 @@ class TestAtifOtherExporters:
         assert candidate["content"] == "12C and rain."
 
 
+    def test_digit_string_and_whole_float_integers_are_read_as_harbor_reads_them(self, tmp_path):
+        """Harbor's pydantic models parse in lax mode: ``"step_id": "1"`` (written by some non-Harbor
+        tools) and ``"completion_tokens": 12.0`` load there, so they are read here, not quarantined."""
+        document = {
+            "schema_version": "ATIF-v1.5",
+            "session_id": "s-1",
+            "agent": {"name": "toy", "version": "1"},
+            "steps": [
+                {"step_id": "1", "source": "user", "message": "List the files."},
+                {
+                    "step_id": "2",
+                    "source": "agent",
+                    "message": "Two files.",
+                    "metrics": {"prompt_tokens": 40.0, "completion_tokens": 12.0},
+                },
+            ],
+            "final_metrics": {"total_completion_tokens": 12.0},
+        }
+        path = tmp_path / "trajectory.json"
+        path.write_text(json.dumps(document), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([path], lake)
+        assert report.total("quarantined") == 0
+        steps = lake.read("steps").sort("step_index").to_dicts()
+        assert [json.loads(s["extra"])["step_id"] for s in steps] == [1, 2]
+        assert steps[1]["tokens"] == 12
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert trajectory["tokens"] == 12
+        bad = {**document, "steps": [{**document["steps"][0], "step_id": "one"}]}
+        path.write_text(json.dumps(bad), encoding="utf-8")
+        other = Lake(tmp_path / "other")
+        ingest([path], other)
+        (row,) = other.read("quarantine").to_dicts()
+        assert row["locator"] == "$.steps[0].step_id" and "'one'" in row["error"]
+
+
 class TestHarborTrialConfig:
     """``<trial>/config.json``: Harbor's ``TrialPaths.config_path``, the ``TrialConfig`` that ``result.json``
     repeats under ``config``."""

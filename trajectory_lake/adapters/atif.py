@@ -871,9 +871,9 @@ def _step_rows(step: Any, where: str) -> list[dict[str, Any]]:  # noqa: ANN401 -
     """``make_step`` arguments of one ATIF step: the step, then one ``tool`` row per observation result."""
     if not isinstance(step, dict):
         raise _Malformed(where, f"a step must be an object, got {type(step).__name__}")
-    step_id = step.get("step_id")
-    if isinstance(step_id, bool) or not isinstance(step_id, int):
-        raise _Malformed(f"{where}.step_id", f"step_id must be an integer, got {step_id!r}")
+    step_id = _lax_int(step.get("step_id"))
+    if step_id is None:
+        raise _Malformed(f"{where}.step_id", f"step_id must be an integer, got {step.get('step_id')!r}")
     source = step.get("source")
     if source not in _ROLES:
         raise _Malformed(f"{where}.source", f"source must be one of system, user, agent; got {source!r}")
@@ -1063,9 +1063,29 @@ def _str_or_none(value: Any) -> str | None:  # noqa: ANN401
 def _int_or_none(value: Any, where: str) -> int | None:  # noqa: ANN401
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
+    number = _lax_int(value)
+    if number is None:
         raise _Malformed(where, f"must be an integer, got {value!r}")
-    return value
+    return number
+
+
+def _lax_int(value: Any) -> int | None:  # noqa: ANN401
+    """An integer as Harbor's pydantic models accept one (lax mode): an int, a float with no fraction
+    (``12.0``) or a string of digits (``"1"``, as some non-Harbor writers give step ids); else ``None``.
+
+    Examples:
+        >>> [_lax_int(v) for v in (3, 3.0, "3", " 3 ", 3.5, "3a", True, None)]
+        [3, 3, 3, 3, None, None, None, None]
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d{1,18}\s*", value):
+        return int(value)
+    return None
 
 
 def _first_number(*values: Any) -> float | None:  # noqa: ANN401
