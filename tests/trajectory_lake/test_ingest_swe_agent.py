@@ -1225,3 +1225,44 @@ class TestSweAgentDemonstrations:
         path = tmp_path / name
         path.write_text(json.dumps(self._demonstration(trajs)), encoding="utf-8")
         assert not SweAgentTrajectory.sniff(SourceFile(path=path, data=path.read_bytes()))
+
+
+class TestSweAgent0xPredictionsBeside:
+    """A 0.x run folder holds ``all_preds.jsonl`` beside its trajectories (upstream's ``tests/test_data/
+    trajectories/gpt4__swe-bench-dev-easy_first_only__default__t-0.00__p-0.95__c-3.00__install-1/``),
+    and a leaderboard submission keeps it beside ``trajs/``: the prediction and the trajectory of one rollout
+    are one run and one trajectory. (Both layouts gave two runs: the trajectory's model came from the folder
+    name or nowhere, the prediction's from its line.)"""
+
+    RUN_0X = "gpt4__swe-bench-dev-easy_first_only__default__t-0.00__p-0.95__c-3.00__install-1"
+
+    def _ingest(
+        self, swe_dir: Path, trajs: dict[str, dict[str, Any]], run: Path, traj: Path, model: str
+    ) -> Lake:
+        traj.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(swe_dir / OLD, traj)
+        line = {"model_name_or_path": model, "instance_id": "pydicom__pydicom-1458",
+                "model_patch": trajs[OLD]["info"]["submission"]}
+        (run / "all_preds.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
+        lake = Lake(run.parent / "lake")
+        report = ingest([run], lake)
+        assert report.total("quarantined") == 0
+        assert lake.read("trajectories").height == lake.read("candidates").height == 1
+        return lake
+
+    def test_a_0x_run_folder_s_predictions_join_its_trajectories_run(self, swe_dir, trajs, tmp_path):
+        run = tmp_path / self.RUN_0X
+        lake = self._ingest(swe_dir, trajs, run, run / "pydicom__pydicom-1458.traj", model=self.RUN_0X)
+        assert lake.read("runs").select("name", "model").rows() == [(self.RUN_0X, "gpt4")]
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert (trajectory["n_steps"], trajectory["source_format"]) == (26, "swe-agent:0.x")
+        assert "read_beside" not in _extra(trajectory)  # the folder's name gave the model
+
+    def test_a_submission_s_trajectory_without_a_model_takes_its_predictions(self, swe_dir, trajs, tmp_path):
+        run = tmp_path / "20240402_sweagent_gpt4"
+        traj = run / "trajs" / "pydicom__pydicom-1458.traj"
+        lake = self._ingest(swe_dir, trajs, run, traj, model="sweagent_gpt4")
+        assert lake.read("runs").select("name", "model").rows() == [(run.name, "sweagent_gpt4")]
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert (trajectory["n_steps"], trajectory["source_format"]) == (26, "swe-agent:0.x")
+        assert _extra(trajectory)["read_beside"] == {"model": "all_preds.jsonl"}

@@ -73,7 +73,11 @@ run directory's ``run_batch.config.yaml`` gives the agent config when neither do
 used. The run's config is the agent config without its ``name``, which ``run-batch`` sets
 to each instance's id (so that every trajectory of a run gives its run the same config). A 0.x run
 directory's ``args.yaml`` (``agent.model.model_name``) gives the agent config of a 0.x trajectory beside it,
-so the model of a run whose folder was renamed (``ctf/misc/``, ``trajs/``) is still known.
+so the model of a run whose folder was renamed (``ctf/misc/``, ``trajs/``) is still known. A trajectory
+that names no model at all takes the one the run's ``all_preds.jsonl`` names (its first line's
+``model_name_or_path``, unless that is the run folder's name), as the predictions themselves read it: a
+leaderboard submission's ``trajs/<instance_id>.traj`` and its prediction then describe one run and one
+rollout.
 """
 
 from __future__ import annotations
@@ -141,6 +145,8 @@ _BATCH_CONFIG = "run_batch.config.yaml"
 # 0.x writes the run's arguments (ScriptArguments: agent.model.model_name, environment, ...) beside its
 # trajectories, as <run>/args.yaml.
 _ARGS_0X = "args.yaml"
+# 0.x writes the run's predictions there too, and leaderboard submissions keep them beside trajs/.
+_PREDICTIONS_0X = "all_preds.jsonl"
 _RUN_SINGLE_KEYS = ("agent", "problem_statement", "env")
 
 
@@ -201,7 +207,8 @@ class SweAgentTrajectory(Adapter):
         except ValueError:
             replay = {}
         agent, _ = place.agent_config(replay)
-        model = _model(agent)
+        model = _model(agent) or _model_from_run_name(source.path.parent.name, place.run_name)
+        model = model or place.predictions_model
         if model:
             hints["model"] = model
         return hints
@@ -340,11 +347,15 @@ class SweAgentTrajectory(Adapter):
         domain = "ctf" if instance_text is not None and _CTF.match(instance_text.lstrip()) else "swe"
         task_id = resolve_task_id(harness=HARNESS, instance_id=instance_id, prompt=prompt)
         is_swe = is_swe_instance(instance_id)
+        model = _model(agent) or _model_from_run_name(source.path.parent.name, place.run_name)
+        if model is None and place.predictions_model is not None:
+            model = place.predictions_model
+            read_beside["model"] = _PREDICTIONS_0X
         run = make_run(
             name=place.run_name,
             harness=HARNESS,
             harness_version=version,
-            model=_model(agent) or _model_from_run_name(source.path.parent.name, place.run_name),
+            model=model,
             benchmark=infer_benchmark(None, source.path) if is_swe else None,
             config={k: v for k, v in agent.items() if not (k == "name" and v == instance_id)} or None,
         )
@@ -518,6 +529,24 @@ class _Place:
         return {}, None
 
     @cached_property
+    def predictions_model(self) -> str | None:
+        """The model the run's ``all_preds.jsonl`` names: its first line's ``model_name_or_path``, as the
+        predictions adapter reads it (not the run folder's name, which 1.x writes there)."""
+        try:
+            with (self.run_dir / _PREDICTIONS_0X).open("rb") as file:
+                line = file.readline(1 << 22)  # one record: a patch, not the file
+        except OSError:
+            return None
+        try:
+            record = loads(line)
+        except (ValueError, RecursionError):
+            return None
+        model = record.get("model_name_or_path") if isinstance(record, dict) else None
+        if not isinstance(model, str) or not model or model in (self.run_dir.name, self.run_name):
+            return None
+        return model
+
+    @cached_property
     def _args_agent(self) -> dict[str, Any] | None:
         args = read_yaml_beside(self.path.parent / _ARGS_0X)
         agent = args.get("agent") if isinstance(args, dict) else None
@@ -556,7 +585,7 @@ def _is_v1(data: dict[str, Any], context: dict[str, Any], read_beside: dict[str,
     1.x files beside them (a 0.x ``args.yaml`` says 0.x)."""
     if data.get("replay_config") is not None or context.get("replay_config") is not None:
         return True
-    if any(name != _ARGS_0X for name in read_beside.values()):
+    if any(name not in (_ARGS_0X, _PREDICTIONS_0X) for name in read_beside.values()):
         return True
     history = data.get("history") or []
     return any(isinstance(m, dict) and "message_type" in m for m in history)
