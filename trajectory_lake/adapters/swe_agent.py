@@ -63,7 +63,10 @@ working directory (``/<owner>__<repo>``) joined with the ``<repo>-<number>`` the
 stem (EnIGMA names files after the challenge). The model comes from
 ``replay_config.agent.model.name`` (a RetryAgent config's first ``agent_configs`` entry), else from a 0.x
 run directory name (``<model>__<data>__<config>__t-…__p-…__c-…__install-…``); a file that names no model
-does not borrow one from another file of its directory.
+does not borrow one from another trajectory of its directory (the predictions beside it: below).
+
+A 1.x demonstration, the ``history`` of a run alone (``trajectories/demonstrations/*.traj``), is an example
+the configs show the model, no rollout: listed as ignored.
 
 Files SWE-agent writes beside a trajectory fill in what the trajectory lacks, and are never ingested on
 their own (they are YAML): ``<instance_id>.config.yaml`` (``run-batch``) or ``config.yaml`` (``run``), the
