@@ -888,6 +888,43 @@ class TestOpenHandsV1ConversationFolder:
         (conversation / "base_state.json").write_text(json.dumps(self.BASE_STATE), encoding="utf-8")
         return conversation
 
+    REAL = Path(__file__).resolve().parents[1] / "data" / "openhands" / "sdk_conversation"
+
+    def test_a_real_conversation_maps_every_event_and_keeps_no_credential(self, tmp_path):
+        # tests/data/openhands/README.md: a conversation the SDK persisted (software-agent-sdk, Feb 2026)
+        lake = Lake(tmp_path / "lake")
+        report = ingest([self.REAL], lake)
+        assert set(report.sources.values()) == {"openhands-events"}
+        assert report.total("quarantined") == 0 and report.warnings == []
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert (trajectory["model"], trajectory["exit_status"], trajectory["n_steps"]) == (
+            "openai/gpt-4o-mini",
+            "finished",
+            8,
+        )
+        assert (trajectory["tokens"], trajectory["cost_usd"]) == (11583 + 94, 0.00122745)
+        assert '"api_key"' not in trajectory["extra"]  # base_state.json's agent.llm
+        steps = lake.read("steps").sort("step_index").to_dicts()
+        assert [s["role"] for s in steps] == [
+            "system", "user", "assistant", "tool", "assistant", "tool", "user", "assistant"
+        ]
+        assert steps[2]["tool_calls"] == [
+            {
+                "id": "call_KaQ0kUcBb5tbMzhxbIx9dvoZ",
+                "name": "terminal",
+                "arguments": '{"command":"pwd > tool_output.txt","security_risk":"LOW",'
+                '"summary":"Get current directory and write to tool_output.txt"}',
+            }
+        ]
+        done = "The current directory has been written to tool_output.txt."
+        assert [(s["tool_call_id"], s["content"], s["is_error"]) for s in steps if s["role"] == "tool"] == [
+            ("call_KaQ0kUcBb5tbMzhxbIx9dvoZ", "", False),
+            ("call_HhojVstik9LFNxVlLTgV0iIA", done, False),
+        ]
+        assert steps[7]["content"].startswith("I executed the `pwd` command")
+        # each LLM response's completion tokens (base_state stats), on the action or reply it made
+        assert [s["tokens"] for s in steps] == [None, None, 36, None, 32, None, None, 26]
+
     def test_the_conversation_is_one_trajectory_with_base_state_facts(self, tmp_path):
         conversation = self._conversation(tmp_path)
         lake = Lake(tmp_path / "lake")

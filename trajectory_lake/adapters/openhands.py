@@ -50,7 +50,8 @@ Mapping (one step per event, in order):
   steps: they go to the trajectory's ``extra`` (``null`` pair placeholders are counted there);
 * V1: messages keep their ``llm_message`` role; an ``ActionEvent`` is an ``assistant`` step with the
   ``tool_call`` as emitted (its ``thought`` text and any reasoning → ``reasoning``, the completion tokens
-  of its ``llm_response_id`` from ``metrics.token_usages`` on the first action of each response);
+  of its ``llm_response_id`` from ``metrics.token_usages`` on the first action, or agent message, of each
+  response);
   observations, agent errors and rejections are ``tool`` steps answering ``tool_call_id``
   (``observation.is_error``; errors and rejections are errors); content parts' text is joined (parts that
   are not all text are kept whole); every event field without a column goes to the step's ``extra``;
@@ -108,6 +109,7 @@ from typing import Any, ClassVar
 
 from trajectory_lake._hashing import content_sha256
 from trajectory_lake._json import loads
+from trajectory_lake._secrets import without_secrets
 from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile, sample_matches
 from trajectory_lake.adapters._harness_common import count_or_none
 from trajectory_lake.adapters.swebench import FAMILY, infer_benchmark
@@ -481,8 +483,19 @@ def _sdk_event_step(
             },
             **{k: v for k, v in event.items() if k not in _SDK_EVENT_KEYS and k != "llm_message"},
         }
+        # the agent's reply made by an LLM response: that response's completion tokens, as an action's
+        tokens = None
+        response_id = event.get("llm_response_id")
+        if isinstance(response_id, str) and response_id not in responses_seen:
+            responses_seen.add(response_id)
+            tokens = count_or_none((usage_of_response.get(response_id) or {}).get("completion_tokens"))
         return _step(
-            role=role, content=content, reasoning=_sdk_reasoning(message), timestamp=timestamp, extra=extra
+            role=role,
+            content=content,
+            reasoning=_sdk_reasoning(message),
+            tokens=tokens,
+            timestamp=timestamp,
+            extra=extra,
         )
     if kind == "SystemPromptEvent":
         texts = [
@@ -1216,7 +1229,7 @@ class OpenHandsEvalOutput(_LineAdapter):
             harness_version=hints.get("harness_version"),
             model=model,
             benchmark=benchmark,
-            config=metadata or None,
+            config=without_secrets(metadata) or None,  # EvalMetadata.llm holds the run's api_key
             started_at=as_timestamp(metadata.get("start_time")) if metadata.get("start_time") else None,
         )
         task_id = task_id_for(family, instance_id)
@@ -2056,8 +2069,8 @@ class OpenHandsEventStore(Adapter):
                 "session_id": session_id,
                 "event_files": [name for name, _ in events],
                 "left_out": notes,
-                "conversation_metadata": metadata,
-                "base_state": base_state,
+                "conversation_metadata": without_secrets(metadata),
+                "base_state": without_secrets(base_state),  # agent.llm.api_key, secret_registry
                 **_history_extra(mapped),
             },
         )
