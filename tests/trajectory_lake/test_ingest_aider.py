@@ -631,3 +631,49 @@ class TestAiderBenchmarkTranscriptAsWritten:
             "cost": 0.02,
             "session_cost": 0.87,
         }
+
+
+class TestAiderBenchmarkCrashedExercise:
+    """benchmark.py's run_test writes ``{"exception": str(err)}`` as the results of an exercise that raised
+    (Aider-AI/aider benchmark/benchmark.py); the transcript beside it holds what aider did until then."""
+
+    @pytest.fixture
+    def crashed(self, tmp_path) -> Path:
+        path = _bench_exercise(tmp_path, [True])
+        path.write_text(json.dumps({"exception": "litellm.APIConnectionError: Connection reset"}), "utf-8")
+        (path.parent / ".aider.chat.history.md").write_text(
+            "\n# aider chat started at 2025-01-10 12:00:05\n\n> Aider v0.71.1  \n"
+            "> Main model: gpt-4o-2024-08-06 with diff edit format  \n\n#### # Instructions  \n"
+            "#### Find the anagrams.  \n",
+            encoding="utf-8",
+        )
+        return path
+
+    def test_a_crashed_exercise_is_a_trajectory_of_its_run_not_an_unknown_format(self, crashed, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        report = ingest([crashed], lake)
+        assert list(report.sources.values()) == ["aider-benchmark"]
+        assert report.total("quarantined") == 0
+        (run,) = lake.read("runs").to_dicts()
+        assert (run["name"], run["model"], json.loads(run["config"])) == (
+            BENCH_RUN,
+            "gpt-4o-2024-08-06",
+            {"edit_format": "diff"},
+        )
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert (trajectory["task_id"], trajectory["exit_status"], trajectory["n_steps"]) == (
+            "aider-benchmark/python/anagram",
+            "exception",
+            2,
+        )
+        assert json.loads(trajectory["extra"])["exception"] == "litellm.APIConnectionError: Connection reset"
+
+    def test_a_crash_before_any_reply_has_no_candidate_and_no_label(self, crashed, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([crashed], lake)
+        assert (lake.read("candidates").height, lake.read("outcomes").height) == (0, 0)
+
+    def test_only_the_benchmarks_results_file_name_is_claimed_as_a_crash(self, tmp_path):
+        other = tmp_path / "status.json"
+        other.write_text(json.dumps({"exception": "boom"}), encoding="utf-8")
+        assert detect(SourceFile(path=other, data=other.read_bytes())) is None

@@ -93,6 +93,7 @@ _TOKENS = re.compile(
 )
 _COST = re.compile(r"^Cost: \$(?P<cost>[\d.]+) message, \$(?P<session>[\d.]+) session\.")
 _VERSION = re.compile(r"^Aider v(\S+)")
+_MODEL = re.compile(r"^(?:Main model|Model): (\S+) with (\S+) edit format")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
@@ -356,6 +357,18 @@ class _Session:
             (m.group(1) for role, text, _ in blocks if role == "tool" for m in [_VERSION.match(text)] if m),
             None,
         )
+        # aider's announcement: "Model: gpt-4o with diff edit format" ("Main model: ..." since 0.50)
+        self.model: tuple[str, str] | None = next(
+            (
+                (m.group(1), m.group(2))
+                for role, text, _ in blocks
+                if role == "tool"
+                for line in text.splitlines()
+                for m in [_MODEL.match(line)]
+                if m
+            ),
+            None,
+        )
 
     def rows(self, trajectory: dict[str, Any]) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
@@ -503,6 +516,7 @@ def _transcript(path: Path, instance_id: str) -> tuple[list[_Session], dict[str,
 # --------------------------------------------------------------------------------------------------
 
 BENCHMARK = "aider-benchmark"
+RESULTS_FILE = ".aider.results.json"
 # Fields of ``.aider.results.json`` that become columns (everything else goes to the trajectory's ``extra``).
 _BENCHMARK_MAPPED = ("testcase", "model", "tests_outcomes", "cost", "completion_tokens", "commit_hash")
 _BENCHMARK_CONFIG = ("edit_format", "editor_model", "editor_edit_format", "reasoning_effort")
@@ -530,7 +544,10 @@ class AiderBenchmarkResult(Adapter):
     with the instructions as prompt (the transcript's first user message, else ``.docs/``); the steps are
     the transcript's (as for the SWE-bench results above); the candidate (kind ``answer``) is the model's
     last reply (the edits the final test run checked; empty without a transcript) and is labelled
-    ``resolved`` (the last try's tests passed) and ``resolved_first_try``. The test output the harness
+    ``resolved`` (the last try's tests passed) and ``resolved_first_try``. An exercise that raised has
+    ``{"exception": str(err)}`` for results (``run_test``): its trajectory (exit status ``exception``, the
+    text in ``extra``, the model and edit format from the transcript's announcement) has no outcome, and no
+    candidate when the model never replied. The test output the harness
     appends after each try is a ``tool`` step (``extra.aider = "test_output"``), not a reply. Ingesting a
     directory finds these files although their names start with a dot (hidden folders are not searched).
     """
@@ -543,6 +560,11 @@ class AiderBenchmarkResult(Adapter):
         if not source.is_json_document():
             return False
         head = source.head()
+        if source.path.name == RESULTS_FILE and b'"exception"' in head:
+            try:
+                return _is_crash(source.document)
+            except ValueError:
+                return False
         if b'"tests_outcomes"' not in head or b'"testcase"' not in head:
             return False  # cheap rejection before parsing
         try:
@@ -569,7 +591,9 @@ class AiderBenchmarkResult(Adapter):
         document = source.document
         if not isinstance(document, dict):
             raise ValueError(f"expected a JSON object, got {type(document).__name__}")
-        testcase = document.get("testcase")
+        crashed = _is_crash(document)
+        # run_test's record of a crash names nothing: the exercise is its directory
+        testcase = source.path.parent.name if crashed else document.get("testcase")
         if not isinstance(testcase, str) or not testcase:
             raise ValueError(f"field 'testcase' must be a non-empty string, got {testcase!r}")
         outcomes = as_list(document.get("tests_outcomes"), what="field 'tests_outcomes'")
@@ -583,13 +607,19 @@ class AiderBenchmarkResult(Adapter):
         run_name, language = _benchmark_place(testdir, source.path.parent, testcase)
 
         sessions, transcript = _benchmark_transcript(source.path.parent)
+        config = {k: document[k] for k in _BENCHMARK_CONFIG if document.get(k) is not None}
+        if crashed:  # the model (and edit format) as aider announced them in the transcript, if it got so far
+            announced = next((m for s in sessions for m in [s.model] if m), None)
+            if announced:
+                model = announced[0]
+                config["edit_format"] = announced[1]
         run = make_run(
             name=run_name,
             harness=HARNESS,
             harness_version=commit,
             model=model,
             benchmark=BENCHMARK,
-            config={k: document[k] for k in _BENCHMARK_CONFIG if document.get(k) is not None} or None,
+            config=config or None,
         )
         task_id = resolve_task_id(
             harness=BENCHMARK, instance_id=f"{language}/{testcase}" if language else testcase, prompt=None
@@ -603,7 +633,7 @@ class AiderBenchmarkResult(Adapter):
             source_format=self.name,
             source_uri=source.uri,
             source_sha256=source.sha256,
-            exit_status=("passed" if outcomes[-1] else "failed") if outcomes else None,
+            exit_status=_exit_status(outcomes, crashed=crashed),
             cost_usd=cost,
             tokens=int(completion) if completion is not None else None,
             started_at=_local_time(sessions[0].started_at) if sessions else None,
@@ -637,6 +667,8 @@ class AiderBenchmarkResult(Adapter):
                 ),
             )
         reply = next((s["content"] for s in reversed(steps) if s["role"] == "assistant"), None)
+        if crashed and reply is None:
+            return bundle  # the exercise crashed before the model answered: nothing to score
         candidate = make_candidate(trajectory, kind="answer", content=reply or "")
         bundle.add("candidates", candidate)
         if outcomes:
@@ -646,6 +678,22 @@ class AiderBenchmarkResult(Adapter):
                 )
                 bundle.add("outcomes", outcome)
         return bundle
+
+
+def _is_crash(document: Any) -> bool:  # noqa: ANN401 - any JSON value
+    """Whether ``document`` is what ``benchmark.py``'s ``run_test`` writes when an exercise raised:
+    ``{"exception": str(err)}``, in place of the results (the summary counts the exercise as failed)."""
+    if not isinstance(document, dict) or set(document) != {"exception"}:
+        return False
+    return isinstance(document["exception"], str)
+
+
+def _exit_status(outcomes: list[bool], *, crashed: bool) -> str | None:
+    """``passed`` / ``failed`` by the last try's tests, ``exception`` for a crashed exercise, else none (the
+    tests were not run: ``--no-unit-tests``)."""
+    if outcomes:
+        return "passed" if outcomes[-1] else "failed"
+    return "exception" if crashed else None
 
 
 def _mark_test_output(steps: list[dict[str, Any]], outcomes: list[bool]) -> None:
