@@ -717,6 +717,69 @@ class TestCodexUsageBeforeItems:
         ]
 
 
+class TestCodexPaginatedRollouts:
+    """Rollouts in codex-rs's paginated history mode (``rollout/src/policy.rs``) persist ``item_completed``
+    events carrying turn items instead of the legacy ``user_message`` / ``agent_message`` events."""
+
+    def test_the_task_is_the_user_message_item_and_repeated_items_are_not_kept_twice(self, tmp_path):
+        typed = "Why does this page render blank?"
+        image = {"type": "input_image", "image_url": "data:image/png;base64,AAAA"}
+        user_input = [
+            {"type": "text", "text": typed, "text_elements": []},
+            {"type": "local_image", "path": "/s.png"},
+        ]
+        plan = {"type": "Plan", "id": "p1", "text": "1. read the page"}
+        path = _write_rollout(
+            tmp_path / "rollout-2026-03-01T10-00-00-ffff.jsonl",
+            [
+                _meta("ffff", cli_version="0.140.0"),
+                ("turn_context", {"cwd": "/repo", "model": "gpt-5.5"}),
+                ("event_msg", {"type": "turn_started", "turn_id": "t1"}),
+                (
+                    "response_item",
+                    {
+                        "type": "message",
+                        "role": "user",
+                        "content": [image, {"type": "input_text", "text": typed}],
+                    },
+                ),
+                (
+                    "event_msg",
+                    {
+                        "type": "item_completed",
+                        "thread_id": "ffff",
+                        "turn_id": "t1",
+                        "item": {"type": "UserMessage", "id": "u1", "content": user_input},
+                    },
+                ),
+                ("event_msg", {"type": "item_completed", "turn_id": "t1", "item": plan}),
+                _say("The CSS hides it."),
+                (
+                    "event_msg",
+                    {
+                        "type": "item_completed",
+                        "turn_id": "t1",
+                        "item": {
+                            "type": "AgentMessage",
+                            "id": "a1",
+                            "content": [{"type": "Text", "text": "The CSS hides it."}],
+                        },
+                    },
+                ),
+                ("event_msg", {"type": "turn_complete", "turn_id": "t1"}),
+            ],
+        )
+        lake, _, trajectory, steps = _ingest_one(path)
+        (task,) = lake.read("tasks").to_dicts()
+        assert task["prompt"] == typed
+        assert [s["role"] for s in steps] == ["user", "assistant"]
+        extra = json.loads(trajectory["extra"])
+        assert extra["event_counts"]["item_completed"] == 3
+        kept = [e["payload"].get("item", {}).get("type") for e in extra["events"]]
+        assert kept.count("Plan") == 1 and "UserMessage" not in kept and "AgentMessage" not in kept
+        assert trajectory["exit_status"] == "completed"
+
+
 class TestCodexHistoryRewrites:
     """Compaction, rollback and forks: the file keeps what happened, the steps say what was replaced."""
 

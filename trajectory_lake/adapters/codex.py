@@ -57,8 +57,11 @@ Mapping (one session = one trajectory):
   call's items after its snapshot (at the call's end, with the tool outputs). A new snapshot with no
   model output open before it is therefore held for the call's items that follow, up to the next
   ``turn_context`` (written before every model call), a new snapshot or the end of the session;
-* the task is the first thing the user typed (the first ``user_message`` event, else the first
-  ``user`` message that is not harness-injected context): ``task_id_for("codex", sha256(prompt)[:16])``;
+* the task is the first thing the user typed (the first ``user_message`` event, else, in paginated
+  rollouts, which write ``item_completed`` turn items instead of those events, the first ``UserMessage``
+  item, else the first ``user`` message that is not harness-injected context):
+  ``task_id_for("codex", sha256(prompt)[:16])``; turn items that repeat a response item (user and agent
+  messages, reasoning, hook prompts) are counted in ``extra.event_counts`` but not kept twice;
 * the run is (harness ``codex``, originator and CLI version, model of the first ``turn_context``);
   sessions are told apart by their session id;
 * the candidate is the session's final answer (kind ``answer``): the last (not rolled back) assistant
@@ -163,6 +166,8 @@ _FOLDED_EVENTS = frozenset(
         "token_count",
     }
 )
+# Turn items (``item_completed`` events of paginated rollouts) that repeat a response item.
+_REPEATED_TURN_ITEMS = frozenset({"UserMessage", "AgentMessage", "Reasoning", "HookPrompt"})
 # Text the harness injects as ``user`` messages; the user's own request is none of these (codex-rs
 # ``core/src/contextual_user_message.rs``: the contextual fragments, hook prompts and the legacy warnings,
 # which upstream does not count as user turns either).
@@ -413,7 +418,13 @@ class _Session:
             call_id = payload.get("call_id")
             if isinstance(call_id, str):
                 self.call_results[call_id] = {"event": kind, "is_error": _end_event_error(kind, payload)}
-        if kind not in _FOLDED_EVENTS:
+        elif kind == "item_completed":
+            item = payload.get("item")
+            if isinstance(item, dict) and item.get("type") == "UserMessage":
+                text = _user_input_text(item.get("content"))
+                if self.prompt_event is None and text:
+                    self.prompt_event = text
+        if kind not in _FOLDED_EVENTS and not _repeats_response_item(payload):
             self.events.append({"line": number, "timestamp": timestamp, "payload": payload})
 
     def _roll_back(self, num_turns: Any) -> None:  # noqa: ANN401 - validated
@@ -859,6 +870,23 @@ def _is_user_turn(step: dict[str, Any]) -> bool:
         and isinstance(text, str)
         and not text.lstrip().startswith(_INJECTED_PREFIXES)
     )
+
+
+def _repeats_response_item(payload: dict[str, Any]) -> bool:
+    """Whether an event is an ``item_completed`` whose turn item repeats a response item of the rollout
+    (paginated rollouts write a ``TurnItem`` for each message and reasoning; codex-rs
+    ``protocol/src/items.rs``): counted, not kept twice. Plans, file changes and the rest stay events."""
+    item = payload.get("item") if payload.get("type") == "item_completed" else None
+    return isinstance(item, dict) and item.get("type") in _REPEATED_TURN_ITEMS
+
+
+def _user_input_text(content: Any) -> str | None:  # noqa: ANN401
+    """The text a user typed, from a ``UserMessage`` turn item's ``UserInput`` list (text parts joined)."""
+    if not isinstance(content, list):
+        return None
+    texts = [p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    text = "\n".join(texts)
+    return text if text.strip() else None
 
 
 def _is_envelope(line: dict[str, Any]) -> bool:
