@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -662,6 +663,21 @@ class TestMiniSweAgentV1TextMode:
         document = _v1_text_traj()
         document["info"]["mini_version"] = "2.2.7"
         assert self._steps(tmp_path, document)["tool_calls"].to_list() == [None] * 8
+
+    def test_a_timestamp_on_the_message_itself_is_the_step_s_time(self, tmp_path):
+        # v1.17 (DefaultAgent.add_message) stamps each message, not its extra: a real gpt-5-mini run's
+        # "timestamp": 1764737470.862784 beside role and content
+        document = _v1_text_traj()
+        for i, message in enumerate(document["messages"]):
+            message["timestamp"] = 1764737470.5 + i
+        document["info"]["mini_version"] = "1.17.0"
+        lake, _ = _ingest_document(tmp_path, "django__django-11433.traj.json", document)
+        steps = lake.read("steps").sort("step_index")
+        assert steps["timestamp"][0] == datetime(2025, 12, 3, 4, 51, 10, 500000, tzinfo=UTC)
+        assert steps["timestamp"].is_sorted() and steps["timestamp"].null_count() == 0
+        assert all(e is None or "timestamp" not in json.loads(e) for e in steps["extra"].to_list())
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert (trajectory["ended_at"] - trajectory["started_at"]).total_seconds() == 7
 
     def test_openrouter_reasoning_text_in_the_saved_response_is_the_reasoning(self, tmp_path):
         steps = self._steps(tmp_path, _v1_text_traj())

@@ -27,6 +27,7 @@ instead of chat messages: the model's turn is the whole response object ``{"obje
 (output text, reasoning summary, function calls, ``output_tokens``), one ``tool`` step per output; the
 output items' remaining fields stay in the step's ``extra``.
 
+A step's time is its message's ``extra.timestamp`` (v2) or ``timestamp`` (v1.17 stamps the message itself).
 Text-mode models of v1 (``mini_version`` 0.x/1.x) keep no parsed actions: the command the agent ran is the
 one ```` ```bash ```` block of the reply (the agent config's ``action_regex``, such as ``mswea_bash_command``
 blocks; a reply with none or several was a format error, nothing ran), read as the step's ``bash`` tool call
@@ -255,6 +256,10 @@ class MiniSweAgentTrajectory(Adapter):
             reasoning = _reasoning_text(message)
             # the text is the step's reasoning; reasoning_details (signatures, encrypted blocks) stay in extra
             mapped = _MAPPED_KEYS | ({"reasoning"} if reasoning == message.get("reasoning") else set())
+        # v2 keeps the time in extra; v1 (1.17: DefaultAgent.add_message) on the message itself
+        timestamp = extra.get("timestamp")
+        if timestamp is None and message.get("timestamp") is not None:
+            timestamp, mapped = message["timestamp"], mapped | {"timestamp"}
         if reasoning is None:
             reasoning = _response_reasoning(extra.get("response"))
         usage = (
@@ -271,7 +276,7 @@ class MiniSweAgentTrajectory(Adapter):
             tool_call_id=message.get("tool_call_id") or extra.get("tool_call_id"),
             is_error=(returncode != 0) if isinstance(returncode, int) else None,
             tokens=usage.get("completion_tokens") if isinstance(usage, dict) else None,
-            timestamp=as_timestamp(extra.get("timestamp")),
+            timestamp=as_timestamp(timestamp),
             extra=leftovers,
         )
 
