@@ -330,6 +330,12 @@ class TestMoatlessOtherTransitionsLogVersions:
         }
         assert extra["transitions"][1]["previous_state_id"] == 0
 
+    def test_a_state_machine_with_named_transitions_and_no_action_is_not_claimed(self, tmp_path):
+        path = tmp_path / "workflow.json"
+        document = {"info": {"version": 2}, "transitions": [{"name": "open"}, {"name": "close"}]}
+        path.write_text(json.dumps(document), encoding="utf-8")
+        assert not MoatlessTransitions.sniff(SourceFile(path=path))
+
     def test_an_august_log_without_actions_takes_the_rules_default_model(self, log, tmp_path):
         document = _august_2024_log(log)
         document["transitions"] = document["transitions"][:1]

@@ -213,6 +213,9 @@ class MoatlessTransitions(Adapter):
             and all(
                 isinstance(t, dict) and ("actions" in t or "name" in t) for t in document["transitions"][:5]
             )
+            and (
+                "initial_message" in document or any("actions" in t for t in document["transitions"][:5])
+            )
         )
 
     def hints(self, source: SourceFile) -> dict[str, str]:
