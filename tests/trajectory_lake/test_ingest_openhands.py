@@ -387,6 +387,47 @@ class TestOpenHandsEventStore:
         assert trajectory["n_steps"] == 5  # the system prompt is gone, the rest is there
 
 
+class TestOpenHandsCondensation:
+    """V0's ``LLMSummarizingCondenser`` writes a ``condensation`` action (source agent, no tool call) into the
+    event stream (``CondensationAction``; serialised as ``{"source": "agent", "message": "Summary: ...",
+    "action": "condensation", "args": {"forgotten_events_start_id", "forgotten_events_end_id", "summary",
+    "summary_offset"}}``): it was read as an assistant tool call named ``condensation`` the model never
+    made."""
+
+    @staticmethod
+    def _event(event_id: int, source: str, action: str, message: str, **args: Any) -> dict[str, Any]:
+        stamp = f"2025-06-01T10:00:0{event_id}"
+        return {"id": event_id, "timestamp": stamp, "source": source, "message": message, "action": action,
+                "args": args}
+
+    def test_the_summary_is_a_user_step_and_a_request_is_bookkeeping(self, tmp_path):
+        forgot = {"forgotten_events_start_id": 1, "forgotten_events_end_id": 1}
+        events = [
+            self._event(0, "user", "message", "fix it", content="fix it", image_urls=None),
+            self._event(1, "user", "condensation_request", "Requesting a condensation"),
+            {
+                **self._event(2, "agent", "condensation", "Summary: read utils.py", forgotten_event_ids=None,
+                              summary="USER_CONTEXT: fix utils.py", summary_offset=1, **forgot),
+                "llm_metrics": {"accumulated_cost": 0.01},
+            },
+            self._event(3, "agent", "condensation", "", forgotten_event_ids=[1], summary=None),
+        ]
+        session = tmp_path / "sessions" / "s1" / "events"
+        session.mkdir(parents=True)
+        for event in events:
+            (session / f"{event['id']}.json").write_text(json.dumps(event), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([session.parent], lake)
+        steps = lake.read("steps").sort("step_index").to_dicts()
+        assert [(s["role"], s["content"], s["tool_calls"]) for s in steps] == [
+            ("user", "fix it", None),
+            ("user", "USER_CONTEXT: fix utils.py", None),
+        ]
+        assert json.loads(steps[1]["extra"])["args"]["forgotten_events_end_id"] == 1
+        extra = json.loads(lake.read("trajectories")["extra"][0])
+        assert [e["action"] for e in extra["events_without_step"]] == ["condensation_request", "condensation"]
+
+
 class TestOpenHandsMalformedLines:
     def test_a_truncated_output_file_keeps_its_whole_lines(self, oh_dir, tmp_path):
         data = (oh_dir / EVAL_FILE).read_bytes()

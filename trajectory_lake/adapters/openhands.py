@@ -46,8 +46,10 @@ Mapping (one step per event, in order):
 * observations → ``tool`` steps with the ``tool_call_id`` of their action (through
   ``tool_call_metadata`` or ``cause``), else ``user`` steps (what the LLM is shown); ``is_error`` from
   ``success`` / exit codes / ``error`` observations / ``ERROR:`` editor output;
-* bookkeeping events (``agent_state_changed``, ``recall`` and ``change_agent_state`` actions) are no
-  steps: they go to the trajectory's ``extra`` (``null`` pair placeholders are counted there);
+* bookkeeping events (``agent_state_changed``, ``recall``, ``change_agent_state`` and
+  ``condensation_request`` actions) are no steps: they go to the trajectory's ``extra`` (``null`` pair
+  placeholders are counted there); a ``condensation`` action (the condenser's) is a ``user`` step of its
+  ``summary``, what the LLM is shown in place of the events it forgot (bookkeeping when it has none);
 * V1: messages keep their ``llm_message`` role; an ``ActionEvent`` is an ``assistant`` step with the
   ``tool_call`` as emitted (its ``thought`` text and any reasoning → ``reasoning``, the completion tokens
   of its ``llm_response_id`` from ``metrics.token_usages`` on the first action, or agent message, of each
@@ -183,7 +185,7 @@ _BOOKKEEPING_ARGS = frozenset(
         "file_urls",
     }
 )
-_NON_STEP_ACTIONS = frozenset({"recall", "change_agent_state"})
+_NON_STEP_ACTIONS = frozenset({"recall", "change_agent_state", "condensation_request"})
 _NON_STEP_OBSERVATIONS = frozenset({"agent_state_changed"})
 _EDITOR_OBSERVATIONS = frozenset({"edit", "read", "write"})
 # Values a step's extra (and a kept bookkeeping event) leaves out. Built once: this runs for every key
@@ -339,8 +341,25 @@ def map_events(raw_events: list[Any], *, where: str = "history", token_usages: A
             if kind == "null":
                 mapped.skipped["null_action"] += 1
                 continue
-            if kind in _NON_STEP_ACTIONS:
+            summary = (event.get("args") or {}).get("summary")
+            if kind in _NON_STEP_ACTIONS or (kind == "condensation" and not isinstance(summary, str)):
                 mapped.other_events.append(_compact(event))
+                continue
+            if kind == "condensation":
+                # the condenser's, not the LLM's: the summary is what the LLM is shown in place of the
+                # forgotten events (memory/view.py inserts it as an AgentCondensationObservation)
+                extra = {
+                    "event_id": event.get("id"),
+                    "source": event.get("source"),
+                    "action": kind,
+                    "message": event.get("message"),
+                    "cause": event.get("cause"),
+                    "llm_metrics": event.get("llm_metrics"),
+                    "args": {k: v for k, v in event["args"].items() if k != "summary"},
+                }
+                mapped.steps.append(
+                    _step(role="user", content=summary, timestamp=event["timestamp"], extra=extra)
+                )
                 continue
             step = _action_step(event, responses_seen, mapped)
             call_id_of_action[event.get("id")] = step["tool_calls"][0]["id"] if step["tool_calls"] else None
