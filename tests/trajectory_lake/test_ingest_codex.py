@@ -360,6 +360,26 @@ class TestCodexOlderLayout:
         (candidate,) = lake.read("candidates").to_dicts()
         assert (candidate["kind"], candidate["content"]) == ("answer", "There is README.md.")
 
+    def test_a_request_sent_with_an_image_is_the_task_by_its_text(self, tmp_path):
+        """Without ``user_message`` events the task is read from the user's message, whose content parts
+        hold the pasted image beside the typed text."""
+        lines = list(self.LEGACY)
+        lines[3] = {
+            "type": "message",
+            "role": "user",
+            "content": [
+                {"type": "input_image", "image_url": "data:image/png;base64,AAAA"},
+                {"type": "input_text", "text": "what is in this screenshot?"},
+            ],
+        }
+        path = write_jsonl(tmp_path / "rollout-2025-07-05T23-31-25-4bb054bf.jsonl", lines)
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        (task,) = lake.read("tasks").to_dicts()
+        assert task["prompt"] == "what is in this screenshot?"
+        user = lake.read("steps").sort("step_index").to_dicts()[1]
+        assert [p["type"] for p in json.loads(user["content"])] == ["input_image", "input_text"]
+
     def test_shell_exit_codes_set_is_error(self, legacy):
         lake, _ = legacy
         tools = lake.read("steps").filter(pl.col("role") == "tool").sort("step_index")

@@ -583,6 +583,8 @@ class _Session:
             return self.prompt_event
         for step in self.steps:
             text = step.get("content")
+            if isinstance(text, list):  # text with images: the text parts are what the user typed
+                text = _user_input_text(text)
             if step["role"] == "user" and isinstance(text, str) and text.strip():
                 if not text.lstrip().startswith(_INJECTED_PREFIXES):
                     return text
@@ -881,7 +883,8 @@ def _repeats_response_item(payload: dict[str, Any]) -> bool:
 
 
 def _user_input_text(content: Any) -> str | None:  # noqa: ANN401
-    """The text a user typed, from a ``UserMessage`` turn item's ``UserInput`` list (text parts joined)."""
+    """The text a user typed: the text parts (joined) of a ``UserMessage`` turn item's ``UserInput`` list or
+    of a user message's content parts (images beside them are not text)."""
     if not isinstance(content, list):
         return None
     texts = [p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
