@@ -684,7 +684,9 @@ class TestMiniSweAgentV1TextMode:
         assert steps["reasoning"].to_list()[:5] == [None, None, "The repo layout first.", None, None]
 
 
-class TestMiniSweAgentOpenRouterAndExtraKeys:
+class TestMiniSweAgentProviderAndForkVariants:
+    """What providers (OpenRouter) and other writers (forks, multi-agent runs, LiveBench) add."""
+
     def test_a_v2_openrouter_message_s_reasoning_is_the_step_s_reasoning(self, trajs, tmp_path):
         # OpenRouterModel keeps the API's message as it came: its reasoning text is beside the content.
         document = json.loads(json.dumps(trajs["django__django-11099"]))
@@ -734,6 +736,20 @@ class TestMiniSweAgentOpenRouterAndExtraKeys:
         document["info"]["config"] = {"agent": "swe", "model": "openai/gpt-4.1"}
         lake, _ = _ingest_document(tmp_path, TRAJ_NAME, document)
         assert _trajectory(lake, "django__django-11099")["model"] == "openai/gpt-4.1"
+
+    def test_a_writer_that_strips_the_messages_extra_gives_the_tokens_of_its_model_stats(self, tmp_path):
+        # LiveBench's vendored save_traj (mini_version 1.13.3) deletes each message's extra and counts the
+        # run's tokens in info.model_stats.total_input_tokens / total_output_tokens instead
+        document = _v1_text_traj()
+        for message in document["messages"]:
+            message.pop("extra", None)
+        document["info"]["mini_version"] = "1.13.3"
+        document["info"]["model_stats"] |= {"total_input_tokens": 52113, "total_output_tokens": 1365}
+        lake, _ = _ingest_document(tmp_path, "last_mini_run.traj.json", document)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert trajectory["tokens"] == 1365
+        assert json.loads(trajectory["extra"])["model_stats"]["total_input_tokens"] == 52113
+        assert lake.read("steps")["tokens"].null_count() == 8
 
 
 class TestMiniSweAgentUnfinishedRun:
