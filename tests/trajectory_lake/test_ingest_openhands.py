@@ -428,6 +428,30 @@ class TestOpenHandsCondensation:
         assert [e["action"] for e in extra["events_without_step"]] == ["condensation_request", "condensation"]
 
 
+class TestOpenHandsUserRejection:
+    def test_a_rejected_action_is_answered_by_an_error_step(self, tmp_path):
+        # confirmation mode: the user rejects the run action; the LLM is told so (UserRejectObservation)
+        tcm = {"function_name": "execute_bash", "tool_call_id": "toolu_1"}
+        events = [
+            {"id": 0, "timestamp": "2025-06-01T10:00:00", "source": "user", "message": "clean up",
+             "action": "message", "args": {"content": "clean up"}},
+            {"id": 1, "timestamp": "2025-06-01T10:00:01", "source": "agent", "message": "Running rm",
+             "action": "run", "tool_call_metadata": tcm,
+             "args": {"command": "rm -rf build", "is_confirmed": "rejected", "thought": "remove it"}},
+            {"id": 2, "timestamp": "2025-06-01T10:00:02", "source": "user", "message": "Rejected",
+             "cause": 1, "observation": "user_rejected", "tool_call_metadata": tcm, "extras": {},
+             "content": "Action has been rejected by the user! Waiting for further user input."},
+        ]
+        session = tmp_path / "sessions" / "s1" / "events"
+        session.mkdir(parents=True)
+        for event in events:
+            (session / f"{event['id']}.json").write_text(json.dumps(event), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([session.parent], lake)
+        rejected = lake.read("steps").sort("step_index").to_dicts()[2]
+        assert (rejected["role"], rejected["tool_call_id"], rejected["is_error"]) == ("tool", "toolu_1", True)
+
+
 class TestOpenHandsMalformedLines:
     def test_a_truncated_output_file_keeps_its_whole_lines(self, oh_dir, tmp_path):
         data = (oh_dir / EVAL_FILE).read_bytes()

@@ -803,7 +803,7 @@ def _observation_step(
 
 def _observation_error(event: Mapping[str, Any]) -> bool | None:
     kind = event["observation"]
-    if kind == "error":
+    if kind in ("error", "user_rejected"):  # the action was not run: the LLM is told the user rejected it
         return True
     if isinstance(event.get("success"), bool):
         return not event["success"]
