@@ -210,8 +210,7 @@ class SweAgentTrajectory(Adapter):
         except ValueError:
             replay = {}
         agent, _ = place.agent_config(replay)
-        model = _model(agent) or _model_from_run_name(source.path.parent.name, place.run_name)
-        model = model or place.predictions_model
+        model, _ = place.model(agent)
         if model:
             hints["model"] = model
         return hints
@@ -350,10 +349,9 @@ class SweAgentTrajectory(Adapter):
         domain = "ctf" if instance_text is not None and _CTF.match(instance_text.lstrip()) else "swe"
         task_id = resolve_task_id(harness=HARNESS, instance_id=instance_id, prompt=prompt)
         is_swe = is_swe_instance(instance_id)
-        model = _model(agent) or _model_from_run_name(source.path.parent.name, place.run_name)
-        if model is None and place.predictions_model is not None:
-            model = place.predictions_model
-            read_beside["model"] = _PREDICTIONS_0X
+        model, model_file = place.model(agent)
+        if model_file:
+            read_beside["model"] = model_file
         run = make_run(
             name=place.run_name,
             harness=HARNESS,
@@ -514,6 +512,14 @@ class _Place:
         if self._batch_agent:
             return self._batch_agent, _BATCH_CONFIG
         return (self._args_agent, _ARGS_0X) if self._args_agent else ({}, None)
+
+    def model(self, agent: dict[str, Any]) -> tuple[str | None, str | None]:
+        """The trajectory's model: its agent config's, else the one its 0.x run folder is named after, else
+        the one the run's ``all_preds.jsonl`` names (and that file's name)."""
+        model = _model(agent) or _model_from_run_name(self.path.parent.name, self.run_name)
+        if model is None and self.predictions_model is not None:
+            return self.predictions_model, _PREDICTIONS_0X
+        return model, None
 
     def batch_exit_status(self, instance_id: str) -> str | None:
         """The exit status ``run_batch_exit_statuses.yaml`` gives ``instance_id``
