@@ -6,7 +6,9 @@ versions persisted the literal values), moatless-tools' ``BaseCompletionModel.mo
 ``headers``; a recording proxy's log rows (LiteLLM's spend logs: the caller's hashed key, ``user_api_key``,
 the key owner's e-mail and the requester's IP address). :func:`without_secrets` drops every entry whose key
 names a credential or a person's contact details (e-mail, IP address), at any depth, and keeps the rest as
-it was.
+it was. :func:`redact_raw` does the same to the raw bytes of a quarantined record, which is kept because it
+could not be parsed: the values of such keys, written as JSON or as YAML / ``KEY=value`` lines, are
+overwritten in place (same length, so offsets in a parse error still point at the same byte).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["is_secret_key", "without_secrets"]
+__all__ = ["is_secret_key", "redact_raw", "without_secrets"]
 
 # Keys that name a credential (matched case-insensitively): API keys, secrets, passwords, tokens (but not
 # token counts: ``max_tokens``), authorization values, cookies and request headers (which carry them).
@@ -72,3 +74,46 @@ def without_secrets(value: Any) -> Any:  # noqa: ANN401 - any JSON value
     if isinstance(value, list):
         return [without_secrets(v) for v in value]
     return value
+
+
+_REDACTED = b"[redacted]"
+# A JSON string member ("key": "value", escapes included; the value may be cut off at the end of the
+# bytes), and a YAML mapping line or an environment assignment (key: value, KEY=value) up to its line end.
+_JSON_MEMBER = re.compile(rb'"((?:[^"\\\n]|\\.){1,200})"(\s*:\s*")((?:[^"\\]|\\.)*)')
+_LINE_MEMBER = re.compile(rb"^([ \t]*(?:-[ \t]+|export[ \t]+)?)([\w.-]{1,200})([ \t]*[:=][ \t]*)(\S[^\r\n]*)",
+                          re.MULTILINE)
+
+
+def redact_raw(raw: bytes) -> bytes:
+    """``raw`` with the values of credential-named keys overwritten: ``[redacted]`` then ``*`` to the
+    value's length (only ``*`` for a value shorter than that), so the bytes keep their length.
+
+    For records that could not be parsed, so :func:`without_secrets` cannot apply: a damaged line of a
+    log or config still spells its members the usual way.
+
+    Examples:
+        >>> redact_raw(b'{"model": "gpt-4o", "api_key": "sk-proj-0123456789", "n": 1, ')
+        b'{"model": "gpt-4o", "api_key": "[redacted]********", "n": 1, '
+        >>> redact_raw(b'agent:\\n  OPENAI_API_KEY: sk-0123456789\\n  max_tokens: 100\\nHF_TOKEN=hf_x')
+        b'agent:\\n  OPENAI_API_KEY: [redacted]***\\n  max_tokens: 100\\nHF_TOKEN=****'
+    """
+    if not raw:
+        return raw
+
+    def json_member(match: re.Match[bytes]) -> bytes:
+        key = match.group(1).decode("utf-8", "replace")
+        if not is_secret_key(key):
+            return match.group(0)
+        return match.group(0)[: match.start(3) - match.start(0)] + _mask(len(match.group(3)))
+
+    def line_member(match: re.Match[bytes]) -> bytes:
+        key = match.group(2).decode("utf-8", "replace")
+        if not is_secret_key(key):
+            return match.group(0)
+        return match.group(1) + match.group(2) + match.group(3) + _mask(len(match.group(4)))
+
+    return _LINE_MEMBER.sub(line_member, _JSON_MEMBER.sub(json_member, raw))
+
+
+def _mask(n: int) -> bytes:
+    return _REDACTED + b"*" * (n - len(_REDACTED)) if n >= len(_REDACTED) else b"*" * n

@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 from trajectory_lake._hashing import stable_id
 from trajectory_lake._json import loads
 from trajectory_lake._late_labels import StagedRows, attach, unmatched_labels, waiting_labels
-from trajectory_lake._secrets import without_secrets
+from trajectory_lake._secrets import redact_raw, without_secrets
 from trajectory_lake.adapters import ADAPTERS, Adapter, RunGroup, SourceFile, detect, run_dir_of
 from trajectory_lake.exceptions import SchemaMismatchError
 from trajectory_lake.lake import Lake, StagedAppend, conform
@@ -61,6 +61,8 @@ logger = logging.getLogger(__name__)
 
 DATA_SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj")
 DEFAULT_MAX_RAW_BYTES = 1 << 20
+# How far past the quarantine cap redaction reads, so that a credential the cap cuts is still found.
+_REDACT_LOOKAHEAD = 4096
 DEFAULT_FLUSH_BYTES = 16 << 20
 # Below this much input, starting reader processes costs more than it saves.
 PARALLEL_MIN_BYTES = 32 << 20
@@ -738,7 +740,8 @@ class _Writer:
             "source_uri": source.uri,
             "locator": item.locator,
             "error": item.error,
-            "raw": raw[: self.max_raw_bytes],
+            # Credentials in the record are redacted (a secret cut by the cap is redacted whole).
+            "raw": redact_raw(raw[: self.max_raw_bytes + _REDACT_LOOKAHEAD])[: self.max_raw_bytes],
             "raw_size": len(raw) if item.size is None else item.size,
             "raw_truncated": max(len(raw), item.size or 0) > self.max_raw_bytes,
             "recorded_at": self.now,

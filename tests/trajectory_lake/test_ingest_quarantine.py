@@ -196,6 +196,42 @@ class TestRawBytesCap:
         assert not (tmp_path / "lake").exists()
 
 
+class TestCredentialsInRawBytes:
+    """A quarantined record keeps its raw bytes, but not the credentials in them: a damaged line of a run
+    config or a proxy log still spells ``"api_key": "..."``, and the lake must not become a copy of it."""
+
+    def test_a_damaged_line_keeps_its_bytes_but_not_its_keys(self, shared_data, tmp_path):
+        good, _ = _malformed_lines(shared_data)
+        record = json.loads(good[0])
+        key, bearer = "sk-live-0123456789", "Bearer abc123"
+        record["config"] = {"api_key": key, "headers": {"Authorization": bearer}, "max_tokens": 9}
+        damaged = json.dumps(record)[:-3]  # cut short: no adapter can parse it
+        path = tmp_path / "candidates.jsonl"
+        path.write_text(good[1] + "\n" + damaged + "\n", encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        assert lake.read("candidates").height == 1
+        (row,) = lake.read("quarantine").iter_rows(named=True)
+        assert row["locator"] == "line 2"
+        # the line as it was, but each credential overwritten in place (same length: the parse error's
+        # offsets still point at the same byte)
+        expected = damaged.replace(key, "[redacted]********").replace(bearer, "[redacted]***")
+        assert row["raw"] == expected.encode()
+        assert row["raw_size"] == len(damaged.encode()) and row["raw_truncated"] is False
+
+    def test_a_credential_cut_by_the_cap_is_redacted_whole(self, tmp_path):
+        secret = "sk-" + "x" * 64
+        line = '{"instance_id": "a__b-1", "api_key": "' + secret + '", "model_patch": '
+        path = tmp_path / "candidates.jsonl"
+        path.write_text(line + "\n", encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        cap = line.index(secret) + 16  # the cap falls inside the key's value
+        ingest([path], lake, max_raw_bytes=cap)
+        (row,) = lake.read("quarantine").iter_rows(named=True)
+        assert row["raw"] == line[: line.index(secret)].encode() + b"[redacted]******"
+        assert row["raw_truncated"] is True and row["raw_size"] == path.stat().st_size
+
+
 class TestAdapterDefects:
     """An adapter that raises (a bug, not bad input) costs only its file: the file is quarantined with
     the error and its bytes, every other file goes in, and the ingest completes."""
