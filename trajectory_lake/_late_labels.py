@@ -78,7 +78,15 @@ from trajectory_lake._hashing import canonical_json
 from trajectory_lake._json import loads
 from trajectory_lake.adapters import ADAPTERS, Adapter, RunGroup, SourceFile, run_dir_of, run_name_of
 from trajectory_lake.adapters.openhands import SWE_GYM
-from trajectory_lake.adapters.swebench import FAMILY, REPORT_EVALUATOR, run_summary_of, run_summary_stem
+from trajectory_lake.adapters.swebench import (
+    FAMILY,
+    REPORT_EVALUATOR,
+    SB_CLI_DIR,
+    run_summary_of,
+    run_summary_stem,
+    sb_cli_runs,
+    summary_name,
+)
 from trajectory_lake.lake import Lake
 from trajectory_lake.records import (
     Bundle,
@@ -172,7 +180,10 @@ class ReportRun:
             ('org__m', 'org__m.v2')
         """
         stem = self.summary or ""
-        return tuple(stem[:i] for i in range(1, len(stem) - 1) if stem[i] == ".")
+        if (runs := sb_cli_runs(self.name)) and not self.name.startswith(f"{SB_CLI_DIR}/"):
+            return runs  # <subset>__<split>__<run_id>.json
+        dotted = tuple(stem[:i] for i in range(1, len(stem) - 1) if stem[i] == ".")
+        return dotted + runs  # in sb-cli-reports/: <run_id>.json, or the harness's <model>.<run_id>.json
 
     def matches(self, name: str | None, model: str | None) -> bool:
         """Whether the run named ``name``, of ``model``, is one these reports are for.
@@ -200,6 +211,9 @@ class ReportRun:
 
     def describe(self) -> str:
         """How messages name these runs."""
+        if self.summary is not None and sb_cli_runs(self.name):
+            return (f"{_SUMMARY}{self.name!r} (sb-cli's report: for the run named "
+                    f"{' or '.join(map(repr, self.prefixes))}, its run_id)")
         if self.summary is not None:
             return (f"{_SUMMARY}{self.name!r} (for a run whose model, '/' written '__', or whose name is "
                     f"{' or '.join(map(repr, self.prefixes))}, the part of its name before '.<run id>')")
@@ -318,7 +332,7 @@ def waiting_labels(lake: Lake, *, read: Iterable[str] = ()) -> list[LateLabels]:
         # A run summary's labels are for the run its name names (their reason says so), not its folder's.
         summary = f": {WAITING}: {_SUMMARY}" in error
         key = path if summary else run_dir_of(path)
-        run = ReportRun.of_summary(path.name) if summary else ReportRun.of(key)
+        run = ReportRun.of_summary(summary_name(path)) if summary else ReportRun.of(key)
         late = groups.setdefault(key, LateLabels(key=key, run=run, labels={}, instances=set(), origins={},
                                                  waiting=True))
         if truncated:  # max_raw_bytes kept only the head of the outcomes; the locator is the instance's

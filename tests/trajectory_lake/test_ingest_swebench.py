@@ -529,6 +529,48 @@ class TestLeaderboardResults:
         assert got == {r["instance_id"]: float(r["resolved"]) if i < 6 else None for i, r in enumerate(lines)}
 
 
+class TestSbCliReports:
+    """sb-cli (SWE-bench's cloud evaluation) saves its report as ``<subset>__<split>__<run_id>.json`` (since
+    2025 ``<run_id>.json``) into ``sb-cli-reports/``; SWE-agent submits each run as ``run_id`` = its output
+    folder's name, into ``<run>/sb-cli-reports/`` (``sweagent/run/hooks/swe_bench_evaluate.py``). Read as a
+    report of the folder ``sb-cli-reports``, its labels waited for a run of that name forever."""
+
+    @pytest.fixture
+    def lines(self, lite_dir: Path) -> list[dict[str, Any]]:
+        rows = read_jsonl(lite_dir / "candidates" / "20240402_sweagent_gpt4.jsonl")[:6]
+        assert {r["resolved"] for r in rows} == {True, False}
+        return rows
+
+    @staticmethod
+    def _report(lines: list[dict[str, Any]]) -> dict[str, Any]:
+        ids = [r["instance_id"] for r in lines]
+        resolved = [r["instance_id"] for r in lines if r["resolved"]]
+        unresolved = [i for i in ids if i not in resolved]
+        return {"total_instances": 300, "submitted_instances": len(ids), "completed_instances": len(ids) - 1,
+                "resolved_instances": len(resolved), "unresolved_instances": len(unresolved) - 1,
+                "error_instances": 0, "pending_instances": 0, "failed_instances": 1, "submitted_ids": ids,
+                "resolved_ids": resolved, "unresolved_ids": unresolved[1:], "failed_ids": unresolved[:1],
+                "error_ids": [], "incomplete_ids": ["astropy__astropy-12907"]}
+
+    @pytest.mark.parametrize("file_name", ["swe-bench_lite__test__{run}.json", "{run}.json"])
+    def test_the_report_labels_the_run_its_run_id_names(self, lines, file_name, tmp_path):
+        run = tmp_path / "default__gpt-4o__t-0.00__p-1.00__c-3.00___swe_bench_lite_test"
+        (run / "sb-cli-reports").mkdir(parents=True)
+        preds = {r["instance_id"]: {"instance_id": r["instance_id"], "model_name_or_path": run.name,
+                                    "model_patch": r["model_patch"]} for r in lines}
+        (run / "preds.json").write_text(json.dumps(preds), encoding="utf-8")
+        report_path = run / "sb-cli-reports" / file_name.format(run=run.name)
+        report_path.write_text(json.dumps(self._report(lines)), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run / "preds.json"], lake)
+        assert report.total("written") > 0
+        labelled = ingest([report_path], lake)  # the report comes later, as sb-cli's evaluation does
+        assert labelled.warnings == [] and labelled.total("quarantined") == 0
+        got = dict(swe_candidates(lake).select("instance_id", "resolved").iter_rows())
+        # failed_ids (an evaluation that could not complete) counts as unresolved, as the leaderboard does
+        assert got == {r["instance_id"]: float(r["resolved"]) for r in lines}
+
+
 def _msb_report(org: str, repo: str, number: int, *, valid: bool) -> dict[str, Any]:
     """Multi-SWE-bench's per-instance ``report.json`` (``multi_swe_bench.harness.report.Report``), trimmed
     from multi-swe-bench/experiments ``evaluation/c++/verified/20260714_CodeArts-Agent_CodeArts-GLM-5.1/logs/

@@ -10,11 +10,14 @@ Formats (from the SWE-bench harness and the published leaderboard submissions):
 * **reports** (labels only) — the per-instance ``report.json`` ``{iid: {resolved, tests_status}}``,
   the run summary ``{resolved_ids, unresolved_ids, ...}`` and the older ``results.json``
   ``{resolved: [...], applied: [...], ...}`` (the leaderboard's later ``{resolved, no_generation, no_logs}``
-  lists only the resolved: the submission's other predictions are unresolved). The harness writes the run summary into the current
-  directory as ``<model>.<run_id>.json`` (``swebench.harness.reporting.make_run_report``, and
+  lists only the resolved: the submission's other predictions are unresolved). The harness writes the run
+  summary into the current directory as ``<model>.<run_id>.json``
+  (``swebench.harness.reporting.make_run_report``, and
   ``run_evaluation.make_run_report`` before it: ``model_name_or_path.replace("/", "__") + f".{run_id}" +
   ".json"``), so several runs' summaries often share a folder that holds none of their predictions: a
-  summary so named labels the run its name names (:func:`run_summary_label`), never its folder's;
+  summary so named labels the run its name names (:func:`run_summary_label`), never its folder's; so does
+  a report of sb-cli, SWE-bench's cloud evaluation (``sb-cli-reports/<subset>__<split>__<run_id>.json``,
+  :func:`sb_cli_runs`), whose ``failed_ids`` are unresolved too;
 * **Multi-SWE-bench reports** (labels only) — its harness's per-instance ``report.json`` ``{org, repo,
   number, valid, fixed_tests, ..., fix_patch_result}`` (``<workdir>/<org>/<repo>/evals/pr-<N>/``; a
   multi-swe-bench/experiments submission copies them to ``<run>/logs/``), whose ``valid`` is the verdict of
@@ -78,6 +81,8 @@ __all__ = [
     "run_summary_label",
     "run_summary_of",
     "run_summary_stem",
+    "sb_cli_runs",
+    "summary_name",
 ]
 
 FAMILY = "swe-bench"
@@ -99,6 +104,9 @@ _TASK_FIELDS = (
 REPORT_EVALUATOR = "swe-bench"
 # A leaderboard submission's description of itself, beside its predictions (SWE-bench experiments).
 SUBMISSION_METADATA = "metadata.yaml"
+# sb-cli's report folder and its report names (sb_cli_runs).
+SB_CLI_DIR = "sb-cli-reports"
+_SB_CLI_REPORT = re.compile(r"^swe-bench[-_a-z]*__(?:dev|test)__(.+)$", re.IGNORECASE)
 _BENCHMARK_RE = re.compile(r"swe[-_ ]?bench[-_ ]?(lite|verified|multimodal|full|extra|java|multilingual|live)")
 
 
@@ -115,8 +123,43 @@ def infer_benchmark(value: Any, path: Path) -> str:  # noqa: ANN401 - a field va
     return f"swe-bench-{match.group(1)}" if match else FAMILY
 
 
+def summary_name(path: Path) -> str:
+    """How a run summary names the run it is for: by its file name, which in sb-cli's report folder
+    (``sb-cli-reports/``, sb-cli's default ``--output_dir`` and SWE-agent's ``<run>/sb-cli-reports/``) is
+    ``sb-cli-reports/<file name>`` (:func:`sb_cli_runs`).
+
+    Examples:
+        >>> summary_name(Path("run/sb-cli-reports/my_run.json")), summary_name(Path("x/m.r1.json"))
+        ('sb-cli-reports/my_run.json', 'm.r1.json')
+    """
+    return f"{SB_CLI_DIR}/{path.name}" if path.parent.name == SB_CLI_DIR else path.name
+
+
+def sb_cli_runs(name: str) -> tuple[str, ...]:
+    """The names of the run a report of sb-cli (SWE-bench's cloud evaluation) is for, by its
+    :func:`summary_name`: ``sb-cli get-report`` saves it as ``<subset>__<split>__<run_id>.json`` (its docs;
+    ``<run_id>.json`` since 2025) into ``sb-cli-reports/``, and SWE-agent submits each run with its output
+    folder's name as ``run_id``. A dotted ``<run_id>.json`` there may be the harness's own
+    ``<model>.<run_id>.json`` summary too: both readings are offered (:func:`run_summary_stem`).
+
+    Examples:
+        >>> sb_cli_runs("swe-bench_verified__test__my_run.json"), sb_cli_runs("sb-cli-reports/my_run.json")
+        (('my_run',), ('my_run',))
+        >>> sb_cli_runs("my_run.json"), sb_cli_runs("sb-cli-reports/my_run.response.json")
+        ((), ())
+    """
+    folder, _, file = name.rpartition("/")
+    stem = file.removesuffix(".json")
+    if stem == file or stem.endswith(".response"):  # get-report's other file: the API response's rest
+        return ()
+    if match := _SB_CLI_REPORT.match(stem):
+        return (match.group(1),)
+    return (stem,) if folder == SB_CLI_DIR else ()
+
+
 def run_summary_stem(name: str) -> str | None:
-    """The ``<model>.<run_id>`` of a file named as the harness names its run summary, else ``None``.
+    """The ``<model>.<run_id>`` of a file named as the harness names its run summary (or the stem of an
+    sb-cli report, :func:`sb_cli_runs`), else ``None``.
 
     OpenHands/benchmarks' ``eval_infer.py`` moves the harness's summary of ``output.jsonl`` (and of any
     ``output.<x>.jsonl`` it evaluates) into the run folder as ``output.report.json``
@@ -127,11 +170,14 @@ def run_summary_stem(name: str) -> str | None:
         ('openai__gpt-4o.eval-1', None)
         >>> run_summary_stem("output.report.json"), run_summary_stem("output.critic_attempt_1.report.json")
         (None, None)
+        >>> run_summary_stem("sb-cli-reports/my_run.json")
+        'my_run'
     """
-    stem = name.removesuffix(".json")
-    if stem.endswith(".report") and stem.partition(".")[0] == "output":
+    file = name.rpartition("/")[2]
+    stem = file.removesuffix(".json")
+    if stem == file or (stem.endswith(".report") and stem.partition(".")[0] == "output"):
         return None
-    return stem if stem != name and "." in stem[1:-1] else None
+    return stem if sb_cli_runs(name) or "." in stem[1:-1] else None
 
 
 def run_summary_label(instance_id: str, name: str) -> str:
@@ -592,10 +638,11 @@ class SweBenchReport(Adapter):
     def labels(self, source: SourceFile) -> Iterator[tuple[str, dict[str, float]] | Quarantined]:
         document = source.document
         if any(k in document for k in self._SUMMARY_KEYS) or isinstance(document.get("resolved"), list):
-            named = any(k in document for k in self._SUMMARY_KEYS) and run_summary_stem(source.path.name)
+            name = summary_name(source.path)
+            named = any(k in document for k in self._SUMMARY_KEYS) and run_summary_stem(name)
             for item in self._summary_labels(document, source.path):
                 if named and not isinstance(item, Quarantined):
-                    item = run_summary_label(item[0], source.path.name), item[1]
+                    item = run_summary_label(item[0], name), item[1]
                 yield item
             return
         if _is_msb_report(document):
@@ -642,7 +689,10 @@ class SweBenchReport(Adapter):
         resolved = [msb_instance_id(i) for i in resolved]
         evaluated: set[str] = set(resolved)
         # Everything the harness evaluated but did not resolve counts as unresolved.
-        listed = ("unresolved_ids", "error_ids", "empty_patch_ids", "completed_ids", "applied", "generated")
+        listed = (  # failed_ids: sb-cli's, evaluations that could not complete (a patch that does not apply)
+            "unresolved_ids", "error_ids", "empty_patch_ids", "failed_ids", "completed_ids", "applied",
+            "generated",
+        )
         for key in (*listed, "no_generation", "no_logs"):
             ids = document.get(key)
             if isinstance(ids, list):
