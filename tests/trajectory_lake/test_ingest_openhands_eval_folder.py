@@ -637,6 +637,24 @@ class TestOpenHandsBenchmarksFolder:
         ]
 
 
+    def test_the_swe_bench_pro_patch_file_is_ignored_as_the_same_patches(self, tmp_path):
+        # benchmarks/swebenchpro/eval_infer.py: output.swebenchpro.json, an array {instance_id, patch, prefix}
+        run = _v1_run(tmp_path, with_attempt=True)
+        chosen = read_jsonl(run / "output.jsonl")
+        patches = [
+            {"instance_id": r["instance_id"], "patch": r["test_result"]["git_patch"], "prefix": "OpenHands"}
+            for r in chosen
+        ]
+        (run / "output.swebenchpro.json").write_text(json.dumps(patches, indent=2), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run], lake)
+        assert report.total("quarantined") == 0
+        assert report.ignored[str(run / "output.swebenchpro.json")].startswith(
+            "openhands-eval-conversion: converted from output.jsonl beside it"
+        )
+        assert lake.read("candidates").height == 3
+
+
 class TestOutsideAnEvaluationFolder:
     def test_a_completion_log_with_no_run_beside_it_is_still_a_chat_log(self, completion_files, tmp_path):
         folder = tmp_path / "llm_completions" / "django__django-11099"

@@ -1472,8 +1472,9 @@ def _conversion_origin(path: Path) -> Path | None:
     ``X.jsonl`` (``convert_oh_output_to_swe_json.py``; OpenHands/benchmarks' ``eval_infer.py``), and
     multi-swe-bench's ``output_converted.jsonl`` from ``output.jsonl``
     (``update_multi_swe_bench_config.py``)."""
-    if path.name.endswith(".swebench.jsonl") and len(path.name) > len(".swebench.jsonl"):
-        return path.with_name(path.name[: -len(".swebench.jsonl")] + ".jsonl")
+    for suffix in (".swebench.jsonl", ".swebenchpro.json"):  # OpenHands/benchmarks swebenchpro/eval_infer.py
+        if path.name.endswith(suffix) and len(path.name) > len(suffix):
+            return path.with_name(path.name[: -len(suffix)] + ".jsonl")
     if path.name == "output_converted.jsonl":
         return path.with_name("output.jsonl")
     return None
@@ -1485,7 +1486,8 @@ def _converted_instance(record: Any) -> str | None:  # noqa: ANN401 - any JSON v
     splits the instance id ``<org>__<repo>-<number>`` into those three)."""
     if not isinstance(record, dict):
         return None
-    if "model_patch" in record and isinstance(record.get("instance_id"), str) and record["instance_id"]:
+    patched = "model_patch" in record or ("patch" in record and "prefix" in record)  # SWE-bench Pro's
+    if patched and isinstance(record.get("instance_id"), str) and record["instance_id"]:
         return record["instance_id"]
     parts = [record.get(k) for k in ("org", "repo", "number")]
     if "fix_patch" in record and all(isinstance(p, str | int) and not isinstance(p, bool) for p in parts):
@@ -1570,7 +1572,8 @@ class OpenHandsEvalConversion(Adapter):
     ``eval_infer.sh``) writes ``X.swebench.jsonl`` beside ``X.jsonl``, one SWE-bench prediction per line
     ``{instance_id, model_patch: process_git_patch(test_result.git_patch), model_name_or_path: <run folder
     name>}``; OpenHands/benchmarks' ``eval_infer.py`` writes the same file (``model_name_or_path``
-    ``OpenHands/<model>``, setup files dropped from the patch); for multi-swe-bench,
+    ``OpenHands/<model>``, setup files dropped from the patch; for SWE-bench Pro ``X.swebenchpro.json``, one
+    JSON array of ``{instance_id, patch, prefix}``); for multi-swe-bench,
     ``update_multi_swe_bench_config.py`` writes ``output_converted.jsonl`` ``{org, repo, number, fix_patch}``.
     Each line is the patch of one line of ``X.jsonl``, which is that instance's candidate already, of the run
     its ``metadata`` names: read as predictions, it would be a second candidate of another run (named by the
@@ -1586,9 +1589,18 @@ class OpenHandsEvalConversion(Adapter):
     @classmethod
     def sniff(cls, source: SourceFile) -> bool:
         origin = _conversion_origin(source.path)
-        if origin is None or not origin.is_file() or source.is_json_document():
+        if origin is None or not origin.is_file():
             return False
-        sample = [r for r in source.first_records(5) if r is not None]
+        if source.is_json_document():  # SWE-bench Pro's patch file: one JSON array
+            try:
+                document = source.document
+            except ValueError:
+                return False
+            if not source.path.name.endswith(".swebenchpro.json") or not isinstance(document, list):
+                return False
+            sample = [r for r in document[:5] if r is not None]
+        else:
+            sample = [r for r in source.first_records(5) if r is not None]
         whole = lambda r: _converted_instance(r) is not None  # noqa: E731 - a one-line predicate
         if not sample_matches(sample, whole=whole, near=_is_damaged_conversion):
             return False
@@ -1597,21 +1609,22 @@ class OpenHandsEvalConversion(Adapter):
     def read(self, source: SourceFile, group: RunGroup) -> Iterator[Quarantined | Skipped]:
         origin = _conversion_origin(source.path) or source.path.with_name("output.jsonl")
         known = _instance_ids(origin)
-        for item in self.iter_json_lines(source):
+        for item in _records(self, source):
             if isinstance(item, Quarantined):
                 yield item
                 continue
-            number, raw, record = item
+            locator, raw, record = item
             instance_id = _converted_instance(record)
             if instance_id is None:
                 yield self.quarantine(
-                    f"line {number}",
-                    "not a converted line ({instance_id, model_patch} or {org, repo, number, fix_patch})",
+                    locator,
+                    "not a converted line ({instance_id, model_patch}, {instance_id, patch, prefix} or "
+                    "{org, repo, number, fix_patch})",
                     raw,
                 )
             elif instance_id not in known:
                 yield self.quarantine(
-                    f"line {number}",
+                    locator,
                     f"instance {instance_id!r} has no line in {origin.name}: its patch has no trajectory "
                     f"here ({origin.name} changed after the conversion)",
                     raw,
