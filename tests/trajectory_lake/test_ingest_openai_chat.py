@@ -861,6 +861,108 @@ class TestRecordingProxyShapes:
         assert json.loads(answer["extra"])["record"]["custom_id"] == "req-2"
 
 
+_RESPONSES_USER = {
+    "type": "message",
+    "role": "user",
+    "content": [{"type": "input_text", "text": "Fix the test."}],
+}
+_RESPONSES_TURN_1 = [
+    {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [{"type": "summary_text", "text": "**Testing**"}],
+        "encrypted_content": "gAAA1",
+    },
+    {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_1",
+        "name": "terminal",
+        "arguments": '{"command":"pytest -q"}',
+        "status": "completed",
+    },
+]
+_RESPONSES_TURN_2 = [
+    {"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "gAAA2"},
+    {
+        "type": "message",
+        "id": "msg_2",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Fixed an off-by-one.", "annotations": []}],
+    },
+]
+
+
+class TestResponsesApiLogs:
+    """OpenHands software-agent-sdk ``Telemetry`` logs of its Responses-API path (``llm_path: "responses"``:
+    ``instructions``, ``input`` items, ``response`` with ``output`` items and ``input_tokens`` usage), one
+    file per call, and the ``-error.json`` log of a call that failed."""
+
+    @classmethod
+    def _log(cls, items: list[Any], output: list[Any], out_tokens: int, at: float) -> dict[str, Any]:
+        response = {
+            "id": f"resp_{at}", "object": "response", "created_at": int(at), "model": "gpt-5-codex",
+            "status": "completed", "output": output,
+            "usage": {"input_tokens": 1200, "input_tokens_details": {"cached_tokens": 1024},
+                      "output_tokens": out_tokens, "total_tokens": 1200 + out_tokens},
+        }
+        return {
+            "context_window": 272000, "llm_path": "responses", "instructions": "You are OpenHands agent.",
+            "input": items, "tools": [{"type": "function", "name": "terminal"}], "kwargs": {"store": False},
+            "response": response, "cost": 0.002, "timestamp": at, "latency_sec": 2.5,
+        }
+
+    def test_each_call_log_is_read_as_a_chat_call_of_one_conversation(self, tmp_path):
+        folder = tmp_path / "completions"
+        folder.mkdir()
+        output_1 = {"type": "function_call_output", "call_id": "call_1", "output": "1 failed"}
+        first = self._log([_RESPONSES_USER], _RESPONSES_TURN_1, 80, 1760000003.5)
+        resent = [_RESPONSES_USER, *_RESPONSES_TURN_1, output_1]
+        second = self._log(resent, _RESPONSES_TURN_2, 40, 1760000012.0)
+        (folder / "openai__gpt-5-codex-1760000003.500-ab12.json").write_text(json.dumps(first))
+        (folder / "openai__gpt-5-codex-1760000012.000-cd34.json").write_text(json.dumps(second))
+        lake = Lake(tmp_path / "lake")
+        report = ingest([folder], lake)
+        assert set(report.sources.values()) == {"openai-chat"} and report.total("quarantined") == 0
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert (trajectory["harness"], trajectory["model"], trajectory["exit_status"]) == (
+            "openhands", "gpt-5-codex", "stop"
+        )
+        steps = _steps(lake).to_dicts()
+        assert [(s["role"], s["content"]) for s in steps] == [
+            ("system", "You are OpenHands agent."),
+            ("user", "Fix the test."),
+            ("assistant", None),
+            ("tool", "1 failed"),
+            ("assistant", "Fixed an off-by-one."),
+        ]
+        call = steps[2]
+        assert call["reasoning"] == "**Testing**"
+        (tool_call,) = call["tool_calls"]
+        assert tool_call == {"id": "call_1", "name": "terminal", "arguments": '{"command":"pytest -q"}'}
+        assert steps[3]["tool_call_id"] == "call_1"
+        assert (call["tokens"], steps[4]["tokens"]) == (80, 40)  # each turn's output, from its own call
+        extra = json.loads(call["extra"])
+        assert extra["usage"]["prompt_tokens_details"] == {"cached_tokens": 1024}
+        assert extra["completion"]["responses_output"][0]["encrypted_content"] == "gAAA1"
+        (candidate,) = lake.read("candidates").to_dicts()
+        assert candidate["content"] == "Fixed an off-by-one."
+
+    def test_a_failed_calls_error_log_is_an_unanswered_call(self, tmp_path):
+        error = {
+            **{k: v for k, v in self._log([_RESPONSES_USER], [], 0, 1.0).items() if k != "response"},
+            "error": {"type": "BadRequestError", "message": "litellm.BadRequestError: bad reasoning item"},
+        }
+        lake, report = _ingest_records(tmp_path / "gpt-5-codex-1760000013.000-ef56-error.json", [error])
+        assert list(report.sources.values()) == ["openai-chat"]
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert trajectory["exit_status"] == "error"
+        assert json.loads(trajectory["extra"])["error"] == "litellm.BadRequestError: bad reasoning item"
+        contents = [s["content"] for s in _steps(lake).to_dicts()]
+        assert contents == ["You are OpenHands agent.", "Fix the test."]
+
+
 class TestChatMessageFields:
     """The chat message fields beyond text: legacy function calls, refusals, n > 1, parts, reasoning."""
 

@@ -402,6 +402,176 @@ def _completion_of(record: Mapping[str, Any]) -> Any:  # noqa: ANN401
     return response
 
 
+def _is_responses_record(record: Any) -> bool:  # noqa: ANN401
+    """A Responses-API call log: the request's ``input`` items and the ``response`` object (OpenHands'
+    software-agent-sdk ``Telemetry`` log of its ``llm_path: "responses"``, or a plain ``{request, response}``
+    pair whose request has ``input``)."""
+    if not isinstance(record, dict):
+        return False
+    request = _dict(record.get("request"))
+    items = record.get("input", request.get("input"))
+    if not isinstance(items, list | str) or "messages" in record or "messages" in request:
+        return False
+    response = _dict(_json_field(record.get("response")))
+    return record.get("llm_path") == "responses" or response.get("object") == "response"
+
+
+def _as_chat_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A Responses-API call log rewritten as a chat-completions one (``record`` as it is otherwise).
+
+    The request's ``instructions`` become a ``system`` message and its ``input`` items chat messages: a
+    ``message`` keeps its role and text, the consecutive ``reasoning`` / ``function_call`` / assistant
+    ``message`` items of one model turn become one ``assistant`` message (``reasoning_content``, ``content``,
+    ``tool_calls``), a ``function_call_output`` a ``tool`` message; the response's ``output`` items become
+    the reply the same way, so a later call re-sending them matches the step this call produced. Its usage is
+    renamed (``input_tokens`` → ``prompt_tokens``...), and the response object, less ``output``, with the
+    output items as they came (ids, encrypted reasoning), stays in the step's ``extra.completion``."""
+    if not _is_responses_record(record):
+        return record
+    request = _dict(record.get("request"))
+    instructions = record.get("instructions", request.get("instructions"))
+    items = record.get("input", request.get("input"))
+    messages: list[dict[str, Any]] = []
+    if isinstance(instructions, str) and instructions:
+        messages.append({"role": "system", "content": instructions})
+    messages += _responses_messages([{"role": "user", "content": items}] if isinstance(items, str) else items)
+    rewritten = {k: v for k, v in record.items() if k not in ("input", "instructions", "request")}
+    if request:
+        rewritten["request"] = {k: v for k, v in request.items() if k not in ("input", "instructions")}
+    rewritten["messages"] = messages
+    response = _json_field(record.get("response"))
+    if isinstance(response, dict) and isinstance(response.get("output"), list):
+        rewritten["response"] = _responses_completion(response)
+    return rewritten
+
+
+def _responses_completion(response: dict[str, Any]) -> dict[str, Any]:
+    """A Responses-API ``response`` object as a chat completion (one choice: its output as one reply)."""
+    output = response["output"]
+    replies = _responses_messages(output)
+    reply: dict[str, Any] = {"role": "assistant", "content": None}
+    for message in replies:  # normally one: a turn's output items make one assistant message
+        for key, value in message.items():
+            if key in ("content", "reasoning_content") and isinstance(reply.get(key), str) and value:
+                reply[key] = f"{reply[key]}\n\n{value}"
+            elif key == "tool_calls":
+                reply["tool_calls"] = [*reply.get("tool_calls", []), *value]
+            elif value is not None:
+                reply[key] = value
+    reply["role"] = "assistant"
+    incomplete = _dict(response.get("incomplete_details")).get("reason")
+    status = response.get("status")
+    finish = (
+        "tool_calls"
+        if reply.get("tool_calls")
+        else {"max_output_tokens": "length"}.get(incomplete, incomplete)
+        or ("stop" if status in (None, "completed") else status)
+    )
+    usage = _dict(response.get("usage"))
+    chat_usage = {
+        "prompt_tokens": usage.get("input_tokens"),
+        "completion_tokens": usage.get("output_tokens"),
+        "total_tokens": usage.get("total_tokens"),
+        **(
+            {"prompt_tokens_details": usage["input_tokens_details"]}
+            if usage.get("input_tokens_details")
+            else {}
+        ),
+        **(
+            {"completion_tokens_details": usage["output_tokens_details"]}
+            if usage.get("output_tokens_details")
+            else {}
+        ),
+    }
+    completion = {k: v for k, v in response.items() if k not in ("output", "usage", "created_at")}
+    completion |= {
+        "created": response.get("created_at"),
+        "choices": [{"index": 0, "finish_reason": finish, "message": reply}],
+        "responses_output": output,
+    }
+    if usage:
+        completion["usage"] = {k: v for k, v in chat_usage.items() if v is not None}
+    return completion
+
+
+def _responses_messages(items: list[Any]) -> list[dict[str, Any]]:
+    """Responses-API input / output items as chat messages (see :func:`_as_chat_record`); an item of a type
+    with no chat form is a message of its own carrying the item whole (``responses_item``)."""
+    messages: list[dict[str, Any]] = []
+    turn: dict[str, Any] | None = None  # the assistant message the current model turn's items go into
+
+    def assistant() -> dict[str, Any]:
+        nonlocal turn
+        if turn is None:
+            turn = {"role": "assistant", "content": None}
+            messages.append(turn)
+        return turn
+
+    for item in items:
+        if not isinstance(item, dict):
+            messages.append({"role": "user", "content": item})
+            turn = None
+            continue
+        kind = item.get("type", "message" if "role" in item else None)
+        if kind == "message" and item.get("role") == "assistant":
+            text = _responses_text(item.get("content"))
+            target = assistant()
+            if target["content"] is not None:  # a second reply in one turn: a message of its own
+                turn = None
+                target = assistant()
+            target["content"] = text
+        elif kind == "message":
+            role = item.get("role") or "user"
+            messages.append({"role": role, "content": _responses_text(item.get("content"))})
+            turn = None
+        elif kind == "reasoning":
+            parts = [*_texts_of(item.get("content")), *_texts_of(item.get("summary"))]
+            target = assistant()
+            if target["content"] is not None or target.get("tool_calls"):
+                turn = None
+                target = assistant()
+            if parts:
+                target["reasoning_content"] = "\n\n".join(parts)
+        elif kind in ("function_call", "custom_tool_call"):
+            arguments = item.get("arguments") if kind == "function_call" else json.dumps(
+                {"input": item.get("input")}, ensure_ascii=False
+            )
+            call = {
+                "id": item.get("call_id") or item.get("id"),
+                "type": "function",
+                "function": {"name": item.get("name"), "arguments": arguments},
+            }
+            target = assistant()
+            target["tool_calls"] = [*target.get("tool_calls", []), call]
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            output = item.get("output")
+            content = output if isinstance(output, str) else _responses_text(output)
+            messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": content})
+            turn = None
+        else:  # web search, image generation, compaction, item references...: kept whole, in order
+            role = "tool" if str(kind).endswith("_output") else "assistant"
+            messages.append({"role": role, "content": None, "responses_item": item})
+            turn = None
+    return messages
+
+
+def _responses_text(content: Any) -> Any:  # noqa: ANN401
+    """A Responses-API message content: its text parts joined, or the parts as they are (images...)."""
+    if not isinstance(content, list):
+        return content
+    if content and all(
+        isinstance(p, dict) and p.get("type") in ("input_text", "output_text", "text") for p in content
+    ):
+        return "\n".join(str(p.get("text", "")) for p in content)
+    return content
+
+
+def _texts_of(parts: Any) -> list[str]:  # noqa: ANN401
+    if not isinstance(parts, list):
+        return []
+    return [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str) and p["text"]]
+
+
 def _is_batch_request(record: Mapping[str, Any]) -> bool:
     """An OpenAI Batch API input line (``{custom_id, method, url, body}``) with no output joined to it.
 
@@ -576,6 +746,7 @@ def _error_text(value: Any) -> str | None:  # noqa: ANN401
 def _parse_call(record: Any, locator: str) -> _Call:  # noqa: ANN401
     if not isinstance(record, dict):
         raise ValueError(f"a call record must be an object, got {type(record).__name__}")
+    record = _as_chat_record(record)
     request_key, request = _request_of(record)
     kwargs = _dict(record.get("kwargs"))
     call_type = record.get("call_type")
@@ -655,7 +826,9 @@ def _parse_call(record: Any, locator: str) -> _Call:  # noqa: ANN401
         ),
         None,
     )
-    is_openhands_log = isinstance(record.get("kwargs"), dict) and isinstance(record.get("args"), list)
+    is_openhands_log = (isinstance(record.get("kwargs"), dict) and isinstance(record.get("args"), list)) or (
+        "context_window" in record and "latency_sec" in record  # the software-agent-sdk's Telemetry log
+    )
     try:
         started = as_timestamp(
             record.get("startTime")
@@ -724,6 +897,7 @@ def _is_promptless_litellm_row(record: Mapping[str, Any]) -> bool:
 def _looks_like_call(record: Any) -> bool:  # noqa: ANN401
     if not isinstance(record, dict):
         return False
+    record = _as_chat_record(record)
     messages, _ = _messages_of(record, _request_of(record)[1])
     if not isinstance(messages, list):
         # A spend-log row with no prompt stored is a call all the same: read's to quarantine, with why.
@@ -731,8 +905,14 @@ def _looks_like_call(record: Any) -> bool:  # noqa: ANN401
     response = _completion_of(record)
     if isinstance(response, dict) and "choices" in response:
         return True
-    # A LiteLLM payload or spend log (maybe a failed call), or a Batch API request awaiting its output.
-    return "call_type" in record or "response_cost" in record or _is_batch_request(record)
+    # A LiteLLM payload or spend log (maybe a failed call), a Batch API request awaiting its output, or a
+    # failed call's OpenHands telemetry log (``<model>-<time>-<id>-error.json``: the request and the error).
+    return (
+        "call_type" in record
+        or "response_cost" in record
+        or _is_batch_request(record)
+        or (isinstance(record.get("error"), dict) and "latency_sec" in record)
+    )
 
 
 class OpenAIChatLog(Adapter):
@@ -743,7 +923,9 @@ class OpenAIChatLog(Adapter):
 
     @classmethod
     def sniff(cls, source: SourceFile) -> bool:
-        if b'"messages"' not in source.head():
+        head = source.head()
+        responses = b'"input"' in head and (b'"llm_path"' in head or b'"output"' in source.tail())
+        if b'"messages"' not in head and not responses:
             # A Batch API output file: read with its input file (module docstring, "Batch API files").
             if b'"custom_id"' not in source.head() or source.is_json_document():
                 return False
@@ -760,7 +942,8 @@ class OpenAIChatLog(Adapter):
         # Call-shaped records, at least one of them a whole call: a damaged record is the read's to
         # quarantine, not a reason to disown the file.
         return any(_looks_like_call(r) for r in sample) and all(
-            isinstance(r, dict) and any(k in r for k in ("messages", "fncall_messages", *_REQUEST_KEYS))
+            (isinstance(r, dict) and any(k in r for k in ("messages", "fncall_messages", *_REQUEST_KEYS)))
+            or _is_responses_record(r)
             for r in sample
         )
 
