@@ -659,10 +659,20 @@ class TestMiniSweAgentV1TextMode:
         steps = self._steps(tmp_path, _v1_text_traj(action_regex=r"(a+)+$"))
         assert steps["tool_calls"][2].to_list() == _bash("ls -la")
 
+    def test_the_returncode_an_observation_opens_with_tells_whether_it_failed(self, tmp_path):
+        document = _v1_text_traj()
+        failed = {"role": "user", "content": "<returncode>2</returncode>\n<output>\n</output>"}
+        document["messages"].insert(4, failed)
+        errors = self._steps(tmp_path, document)["is_error"].to_list()
+        # system, task, reply, <returncode>0, <returncode>2, reply, format error, reply, empty submission
+        assert errors == [None, None, None, False, True, None, None, None, None]
+
     def test_a_v2_reply_without_stored_actions_is_not_parsed(self, tmp_path):
         document = _v1_text_traj()
         document["info"]["mini_version"] = "2.2.7"
-        assert self._steps(tmp_path, document)["tool_calls"].to_list() == [None] * 8
+        steps = self._steps(tmp_path, document)
+        assert steps["tool_calls"].to_list() == [None] * 8
+        assert steps["is_error"].to_list() == [None] * 8  # v2 says it in extra.returncode
 
     def test_a_timestamp_on_the_message_itself_is_the_step_s_time(self, tmp_path):
         # v1.17 (DefaultAgent.add_message) stamps each message, not its extra: a real gpt-5-mini run's

@@ -31,10 +31,12 @@ A step's time is its message's ``extra.timestamp`` (v2) or ``timestamp`` (v1.17 
 Text-mode models of v1 (``mini_version`` 0.x/1.x) keep no parsed actions: the command the agent ran is the
 one ```` ```bash ```` block of the reply (the agent config's ``action_regex``, such as ``mswea_bash_command``
 blocks; a reply with none or several was a format error, nothing ran), read as the step's ``bash`` tool call
-the way v2 stores it in ``extra.actions``. Reasoning is ``reasoning_content`` (litellm) or OpenRouter's
-``reasoning`` text (on the message in v2, in ``extra.response`` in v1). Keys the writer adds beside ``info``
-and ``messages`` (a multi-agent run's ``agents``, forks' own keys) are kept in the trajectory's
-``extra.document``; such a run's model, when ``info.config`` names none, is the first agent's.
+the way v2 stores it in ``extra.actions``, and the ``<returncode>`` an observation opens with (v1's
+templates) tells whether it failed, as v2's ``extra.returncode`` does. Reasoning is ``reasoning_content``
+(litellm) or OpenRouter's ``reasoning`` text (on the message in v2, in ``extra.response`` in v1). Keys the
+writer adds beside ``info`` and ``messages`` (a multi-agent run's ``agents``, forks' own keys) are kept in
+the trajectory's ``extra.document``; such a run's model, when ``info.config`` names none, is the first
+agent's.
 
 A ``run-batch`` folder (``<out>/preds.json``, ``<out>/<instance_id>/<instance_id>.traj.json``,
 ``<out>/minisweagent.log``) also holds, per invocation, ``<out>/exit_statuses_<time>.yaml``: the predictions
@@ -82,6 +84,8 @@ _DOCUMENT_KEYS = {"info", "messages", "trajectory_format", "instance_id"}
 # later configs ```mswea_bash_command) is the action. A saved action_regex is used only when it has that
 # shape (a fenced block with a label or a choice of labels): a file cannot make the adapter run any pattern.
 _V1_ACTION = re.compile(r"```(?:bash|mswea_bash_command)\s*\n(.*?)\n```", re.S)
+# v1's observations (every shipped action_observation_template) open with the command's exit code.
+_V1_RETURNCODE = re.compile(r"\A<returncode>(-?\d+)</returncode>")
 _ACTION_REGEX_SHAPE = re.compile(r"```(?:\w+|\(\?:\w+(?:\|\w+)*\))\\s\*\\n\(\.\*\?\)\\n```")
 
 
@@ -251,6 +255,10 @@ class MiniSweAgentTrajectory(Adapter):
         ):
             tool_calls = _text_action(message["content"], action)
         returncode = extra.get("returncode")
+        if returncode is None and action is not None and message.get("role") == "user":
+            content = message.get("content")
+            code = _V1_RETURNCODE.match(content) if isinstance(content, str) else None
+            returncode = int(code.group(1)) if code else None
         reasoning = message.get("reasoning_content")
         mapped = _MAPPED_KEYS
         if reasoning is None:
