@@ -620,7 +620,15 @@ class TestOpenHandsBenchmarksFolder:
         assert row["name"] == V1_DIR
         # 11099's attempt 1, 11133's attempts 1 and 2: output.jsonl's lines are copies of two of them (a line
         # without ``attempt`` takes it from its file's name, or from the attempt file holding the same line)
-        assert lake.read("trajectories").height == 3
+        trajectories = lake.read("trajectories")
+        assert trajectories.height == 3
+        rows = trajectories.to_dicts()
+        attempts = sorted((r["task_id"], json.loads(r["extra"]).get("attempt")) for r in rows)
+        assert attempts == [
+            ("swe-bench/django__django-11099", 1),
+            ("swe-bench/django__django-11133", 1),
+            ("swe-bench/django__django-11133", 2),
+        ]
         candidates = lake.read("candidates")
         assert candidates.height == 3
         assert candidates["trajectory_id"].n_unique() == 3

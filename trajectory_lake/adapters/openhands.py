@@ -1287,6 +1287,8 @@ class OpenHandsEvalOutput(_LineAdapter):
         }
         if instruction is not None and not any(s["content"] == instruction for s in mapped.steps):
             extra["instruction"] = instruction
+        if attempt is not None and "attempt" not in record:  # told by its file, as EvalOutput says it now
+            extra["attempt"] = attempt
         if (completions := _completion_logs(source.path.parent, instance_id)) is not None:
             extra["llm_completions"] = completions
         trajectory = make_trajectory(
