@@ -369,6 +369,12 @@ EDIT = (
     "def find_anagrams(word, candidates):\n    return [c for c in candidates if sorted(c.lower()) == "
     "sorted(word.lower()) and c.lower() != word.lower()]\n>>>>>>> REPLACE\n```"
 )
+# The first try's reply (the second is EDIT).
+FIRST_EDIT = (
+    "anagram.py\n```\n<<<<<<< SEARCH\ndef find_anagrams(word, candidates):\n    pass\n=======\n"
+    "def find_anagrams(word, candidates):\n    return [c for c in candidates if sorted(c) == sorted(word)]\n"
+    ">>>>>>> REPLACE\n```"
+)
 BENCH_HISTORY = f"""
 # aider chat started at 2025-01-10 12:00:05
 
@@ -383,16 +389,7 @@ BENCH_HISTORY = f"""
 
 > 1,200 prompt tokens, 80 completion tokens, $0.0038 cost  
 
-anagram.py
-```
-<<<<<<< SEARCH
-def find_anagrams(word, candidates):
-    pass
-=======
-def find_anagrams(word, candidates):
-    return [c for c in candidates if sorted(c) == sorted(word)]
->>>>>>> REPLACE
-```
+{FIRST_EDIT}
 
 > Applied edit to anagram.py  
 
@@ -538,16 +535,7 @@ TESTED_HISTORY = f"""
 ####   
 #### Given a target word and candidates, find the anagrams.  
 
-anagram.py
-```
-<<<<<<< SEARCH
-def find_anagrams(word, candidates):
-    pass
-=======
-def find_anagrams(word, candidates):
-    return [c for c in candidates if sorted(c) == sorted(word)]
->>>>>>> REPLACE
-```
+{FIRST_EDIT}
 
 > Tokens: 1.2k sent, 80 received. Cost: $0.0038 message, $0.0038 session.  
 > Applied edit to anagram.py  
@@ -632,6 +620,22 @@ class TestAiderBenchmarkTranscriptAsWritten:
             "session_cost": 0.87,
         }
 
+    def test_the_cache_hits_of_the_first_caching_versions_are_read(self):
+        # aider's first prompt-caching release wrote "N cached" (thousands separators, not rounded)
+        (session,) = parse_chat_history(
+            "# aider chat started at 2024-08-20 09:00:00\n\n#### go  \n\nDone.\n\n"
+            "> Tokens: 12,345 sent, 2,048 cached, 567 received. Cost: $0.05 message, $0.12 session.  \n"
+        )
+        assert session.blocks[-1][2]["usage"] == {
+            "reported": "after_reply",
+            "prompt_tokens": 12345,
+            "completion_tokens": 567,
+            "cache_hit_tokens": 2048,
+            "approximate": False,
+            "cost": 0.05,
+            "session_cost": 0.12,
+        }
+
 
 class TestAiderBenchmarkCrashedExercise:
     """benchmark.py's run_test writes ``{"exception": str(err)}`` as the results of an exercise that raised
@@ -672,6 +676,21 @@ class TestAiderBenchmarkCrashedExercise:
         lake = Lake(tmp_path / "lake")
         ingest([crashed], lake)
         assert (lake.read("candidates").height, lake.read("outcomes").height) == (0, 0)
+
+    def test_a_crash_after_a_tested_try_answers_with_its_reply_not_the_test_output(self, crashed, tmp_path):
+        # the first try's reply and failed tests, then the second try's message, then the crash
+        history = TESTED_HISTORY[: TESTED_HISTORY.index(EDIT)]
+        (crashed.parent / ".aider.chat.history.md").write_text(history, encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([crashed], lake)
+        steps = lake.read("steps").sort("step_index")
+        assert steps["role"].to_list() == ["tool", "user", "assistant", "tool", "tool", "user"]
+        test_output = steps.row(4, named=True)
+        assert test_output["content"].startswith("```\nF.\n====\nFAIL: test_words_other_than")
+        assert (test_output["is_error"], json.loads(test_output["extra"])) == (None, {"aider": "test_output"})
+        (candidate,) = lake.read("candidates").to_dicts()
+        assert candidate["content"] == FIRST_EDIT
+        assert lake.read("outcomes").height == 0
 
     def test_only_the_benchmarks_results_file_name_is_claimed_as_a_crash(self, tmp_path):
         other = tmp_path / "status.json"

@@ -84,10 +84,11 @@ _SESSION = re.compile(r"^# aider chat started at (.+?)\s*$")
 _USAGE = re.compile(r"^([\d,]+) prompt tokens, ([\d,]+) completion tokens(?:, \$([\d.]+) cost)?")
 # aider >= 0.50 reports a call after its reply, token counts rounded as format_tokens writes them (1.2k, 47k):
 # "Tokens: 4.5k sent[, 3.4k cache write][, 2.2k cache hit], 429 received." then, on the same or the next line,
-# "Cost: $0.0018 message, $0.0018 session."
+# "Cost: $0.0018 message, $0.0018 session." The first versions with prompt caching wrote the hits as
+# "Tokens: 12,345 sent, 2,048 cached, 567 received." (with thousands separators, not rounded).
 _TOKENS = re.compile(
     r"^Tokens: (?P<sent>[\d.,]+k?) sent"
-    r"(?:, (?P<write>[\d.,]+k?) cache write)?(?:, (?P<hit>[\d.,]+k?) cache hit)?"
+    r"(?:, (?P<write>[\d.,]+k?) cache write)?(?:, (?P<hit>[\d.,]+k?) (?:cache hit|cached))?"
     r", (?P<received>[\d.,]+k?) received\."
     r"(?: Cost: \$(?P<cost>[\d.]+) message, \$(?P<session>[\d.]+) session\.)?"
 )
@@ -469,11 +470,7 @@ def _block(role: str, lines: list[str]) -> tuple[str, str, dict[str, Any]]:
                     "prompt_tokens": _count(report["sent"]),
                     "completion_tokens": _count(report["received"]),
                     "approximate": any(report[k].endswith("k") for k in ("sent", "received")),
-                    **{
-                        f"cache_{name}_tokens": _count(report[key])
-                        for name, key in (("write", "write"), ("hit", "hit"))
-                        if report[key]
-                    },
+                    **{f"cache_{key}_tokens": _count(report[key]) for key in ("write", "hit") if report[key]},
                 }
             cost = report or _COST.match(line)
             if cost and cost["cost"] and "usage" in extra:
@@ -645,7 +642,7 @@ class AiderBenchmarkResult(Adapter):
                 row["step_index"] = len(steps)
                 steps.append(row)
         trajectory["n_steps"] = len(steps)
-        if outcomes:
+        if outcomes or crashed:  # a crash after a try leaves that try's test output, and no outcome for it
             _mark_test_output(steps, outcomes)
         bundle = Bundle(locator="$", priority=self.rank)
         bundle.add("runs", run)
