@@ -929,6 +929,9 @@ class TestResponsesApiLogs:
         assert (trajectory["harness"], trajectory["model"], trajectory["exit_status"]) == (
             "openhands", "gpt-5-codex", "stop"
         )
+        # The SDK's log keeps the tools beside kwargs: they are the trajectory's tools (and name the domain).
+        assert json.loads(trajectory["extra"])["tools"] == [{"type": "function", "name": "terminal"}]
+        assert trajectory["domain"] == "swe"
         steps = _steps(lake).to_dicts()
         assert [(s["role"], s["content"]) for s in steps] == [
             ("system", "You are OpenHands agent."),

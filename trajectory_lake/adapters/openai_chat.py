@@ -821,6 +821,7 @@ def _parse_call(record: Any, locator: str) -> _Call:  # noqa: ANN401
                 kwargs.get("tools"),
                 _dict(record.get("model_parameters")).get("tools"),
                 request.get("tools"),
+                record.get("tools"),  # the software-agent-sdk's log keeps them beside kwargs, not in them
             )
             if isinstance(t, list)
         ),
@@ -865,7 +866,8 @@ def _parse_call(record: Any, locator: str) -> _Call:  # noqa: ANN401
         harness="openhands" if is_openhands_log else None,
         leftovers=without_secrets(  # a spend log's metadata is JSON text: parsed, so its keys are seen
             {k: _json_field(v) if k == "metadata" else v for k, v in record.items()
-             if k not in _RECORD_KEYS and k not in ("args", "kwargs", request_key)}
+             if k not in _RECORD_KEYS and k not in ("args", "kwargs", request_key)
+             and not (k == "tools" and tools is v)}
             | ({"args": record["args"]} if record.get("args") else {})
         ),
     )
