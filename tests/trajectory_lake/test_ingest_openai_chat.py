@@ -182,7 +182,14 @@ class TestManyCallsPerFile:
         ingest([_write_jsonl(tmp_path / "calls.jsonl", [first, second])], lake)
         (trajectory,) = lake.read("trajectories").to_dicts()
         assert trajectory["n_steps"] == 5
-        assert trajectory["tokens"] == first["response"]["usage"]["total_tokens"] + 15
+        # the tokens the model generated, as in every format; what the calls were sent is in extra.usage
+        usage = first["response"]["usage"]
+        assert trajectory["tokens"] == usage["completion_tokens"] + 5
+        assert json.loads(trajectory["extra"])["usage"] == {
+            "prompt_tokens": usage["prompt_tokens"] + 10,
+            "completion_tokens": usage["completion_tokens"] + 5,
+            "total_tokens": usage["total_tokens"] + 15,
+        }
         assert trajectory["cost_usd"] == pytest.approx(first["cost"] + 0.5)
         assert trajectory["exit_status"] == "stop"
         (candidate,) = lake.read("candidates").to_dicts()
@@ -683,7 +690,7 @@ class TestRecordingProxyShapes:
         lake, report = _ingest_records(tmp_path / "spend_logs.jsonl", [row])
         assert list(report.sources.values()) == ["openai-chat"]
         (trajectory,) = lake.read("trajectories").to_dicts()
-        assert (trajectory["model"], trajectory["cost_usd"], trajectory["tokens"]) == ("gpt-4o", 0.00042, 27)
+        assert (trajectory["model"], trajectory["cost_usd"], trajectory["tokens"]) == ("gpt-4o", 0.00042, 7)
         assert trajectory["exit_status"] == "tool_calls"
         extra = json.loads(trajectory["extra"])
         assert extra["session_id"] == "sess-42"
@@ -1186,7 +1193,7 @@ class TestBatchApiFiles:
         trajectories = {t["task_id"]: t for t in lake.read("trajectories").to_dicts()}
         assert {t["exit_status"] for t in trajectories.values()} == {"stop"}
         four = trajectories[by_prompt["2+2?"]]
-        assert (four["model"], four["tokens"]) == (model, 49)
+        assert (four["model"], four["tokens"]) == (model, 2)
         user, reply = _steps(lake).filter(pl.col("trajectory_id") == four["trajectory_id"]).to_dicts()
         assert (user["content"], reply["content"], reply["tokens"]) == ("2+2?", "4", 2)
         extra = json.loads(reply["extra"])

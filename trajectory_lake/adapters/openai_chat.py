@@ -1149,16 +1149,14 @@ class OpenAIChatLog(Adapter):
         chain = list(produced.values())
         usages = [c.usage for c in chain if c.usage]
         costs = [c.cost for c in chain if c.cost is not None]
-        tokens = None
+        # A trajectory's tokens are those the model generated, as in every format (its steps' tokens); the
+        # prompt tokens the calls were sent, summed, are kept beside them in ``extra.usage``.
+        usage = None
         if complete and usages:
-            tokens = sum(
-                count_or_none(u.get("total_tokens"))
-                or (
-                    (count_or_none(u.get("prompt_tokens")) or 0)
-                    + (count_or_none(u.get("completion_tokens")) or 0)
-                )
-                for u in usages
-            )
+            usage = {
+                k: sum(count_or_none(u.get(k)) or 0 for u in usages)
+                for k in ("prompt_tokens", "completion_tokens", "total_tokens")
+            }
         trajectory = make_trajectory(
             run=run,
             task_id=task_id,
@@ -1174,7 +1172,7 @@ class OpenAIChatLog(Adapter):
             if leaf.response is None
             else (leaf.completion.get("finish_reason") or None),
             n_steps=len(steps_norm),
-            tokens=tokens,
+            tokens=usage["completion_tokens"] if usage else None,
             cost_usd=sum(costs) if complete and costs else None,
             started_at=min((c.started_at for c in chain if c.started_at), default=None) if complete else None,
             ended_at=leaf.ended_at,
@@ -1184,6 +1182,7 @@ class OpenAIChatLog(Adapter):
                 "leaf_call": leaf.locator,
                 "calls_in_source": len(members),
                 "complete": complete,
+                "usage": usage,
                 "error": leaf.error if leaf.response is None else None,
                 "failed_calls": failed,
                 "calls_off_chain": off_chain,
