@@ -166,15 +166,16 @@ class TestMoatlessTransitionsLog:
 
 def _june_2024_log(log: dict[str, Any]) -> dict[str, Any]:
     """The sample log as the June 2024 loop wrote it (aorwall/moatless-tools
-    tests/trajectories/two_edits.json): state settings as ``properties``, the reasoning as ``thoughts``,
-    ``info.completed`` and no ``status``."""
+    tests/trajectories/two_edits.json): state settings as ``properties``, the reasoning as ``thoughts`` with
+    the action's own fields beside it under ``action`` (``TakeAction``), ``info.completed`` and no
+    ``status``."""
     document = json.loads(json.dumps(log))
     for transition in document["transitions"]:
         transition["properties"] = transition.pop("state")
         for action in transition["actions"]:
             request = action["action"]
             if "scratch_pad" in request:
-                request["thoughts"] = request.pop("scratch_pad")
+                action["action"] = {"thoughts": request.pop("scratch_pad"), "action": request}
     del document["info"]["status"]
     document["info"]["completed"] = True
     return document
@@ -262,7 +263,10 @@ class TestMoatlessOtherTransitionsLogVersions:
         assert _extra(trajectory)["info"]["completed"] is True
         step = _steps(lake, trajectory["trajectory_id"]).row(1, named=True)
         assert step["reasoning"] == log["transitions"][0]["actions"][0]["action"]["scratch_pad"]
-        assert "thoughts" not in json.loads(step["tool_calls"][0]["arguments"])
+        request = log["transitions"][0]["actions"][0]["action"]
+        assert json.loads(step["tool_calls"][0]["arguments"]) == {
+            k: v for k, v in request.items() if k != "scratch_pad"
+        }
         assert _extra(trajectory)["transitions"][0]["state"] == log["transitions"][0]["state"]
 
     def test_an_august_log_is_read_not_an_unknown_format(self, log, tmp_path):
@@ -903,7 +907,8 @@ class TestMoatlessFlowSettings:
         stored = " ".join(lake.read(t).write_ndjson() for t in ("runs", "trajectories", "steps"))
         assert "not-for-the-lake" not in stored
         (run,) = lake.read("runs").to_dicts()
-        assert json.loads(run["config"])["agent"]["completion"]["model"] == tree["agent"]["completion"]["model"]
+        model = tree["agent"]["completion"]["model"]
+        assert json.loads(run["config"])["agent"]["completion"]["model"] == model
 
     def test_the_trajectory_takes_its_instance_and_system_prompt_from_the_settings(self, evaluation, tree):
         _, lake, _ = evaluation

