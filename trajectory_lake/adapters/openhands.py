@@ -1046,18 +1046,20 @@ def _critic_attempt_of(path: Path, instance_id: str, record: Mapping[str, Any]) 
     if path.name != "output.jsonl":
         return None
     try:
-        files = tuple(
-            sorted(
-                (p.name, (st := p.stat()).st_size, st.st_mtime_ns)
-                for p in path.parent.iterdir()
-                if _CRITIC_ATTEMPT.match(p.name) and p.is_file()
-            )
-        )
+        names = _critic_attempt_names(path.parent, path.parent.stat().st_mtime_ns)
+        files = tuple((n, (st := (path.parent / n).stat()).st_size, st.st_mtime_ns) for n in names)
     except OSError:
         return None
     if not files:
         return None
     return _critic_attempt_index(path.parent, files).get((instance_id, *_line_fingerprint(record)))
+
+
+@lru_cache(maxsize=16)
+def _critic_attempt_names(run_dir: Path, _mtime_ns: int) -> tuple[str, ...]:
+    """The ``output.critic_attempt_<n>.jsonl`` files of ``run_dir`` (listed once per state of the folder:
+    every line of an ``output.jsonl`` without ``attempt`` asks)."""
+    return tuple(sorted(p.name for p in run_dir.iterdir() if _CRITIC_ATTEMPT.match(p.name) and p.is_file()))
 
 
 def _outcomes_of_test_result(test_result: Mapping[str, Any]) -> dict[str, float]:
