@@ -654,10 +654,22 @@ class TestMiniSweAgentV1TextMode:
         document = _v1_text_traj(action_regex=regex, fence="mswea_bash_command")
         assert self._steps(tmp_path, document)["tool_calls"][2].to_list() == _bash("ls -la")
 
-    def test_a_saved_action_regex_of_another_shape_is_not_run(self, tmp_path):
-        # (a pattern from a file is compiled only when it is a fenced-block pattern; the default reads it)
+    def test_a_saved_xml_action_regex_finds_the_action_and_a_bash_fence_is_no_action(self, tmp_path):
+        # The config docs' XML variant (swebench_xml: action_regex <bash_code>(.*?)</bash_code>): a reply's
+        # ```bash fence is text the agent never ran, its one <bash_code> block the command.
+        document = _v1_text_traj(action_regex="<bash_code>(.*?)</bash_code>")
+        reply = "THOUGHT: not ```bash\nrm -rf /\n``` but\n<bash_code>ls -la</bash_code>"
+        document["messages"][2]["content"] = reply
+        calls = self._steps(tmp_path, document)["tool_calls"].to_list()
+        assert calls[2] == _bash("ls -la")
+        assert calls[4] is None and calls[6] is None  # fenced blocks only: the agent ran nothing
+
+    def test_a_saved_action_regex_of_another_shape_is_not_run_nor_replaced_by_the_default(self, tmp_path):
+        # A pattern from a file is compiled only in a known shape. Any other means the agent looked for
+        # something else than a ```bash fence: no reply's command is known, the observations' exit codes are.
         steps = self._steps(tmp_path, _v1_text_traj(action_regex=r"(a+)+$"))
-        assert steps["tool_calls"][2].to_list() == _bash("ls -la")
+        assert steps["tool_calls"].to_list() == [None] * 8
+        assert steps["is_error"][3] is False
 
     def test_the_returncode_an_observation_opens_with_tells_whether_it_failed(self, tmp_path):
         document = _v1_text_traj()

@@ -30,7 +30,8 @@ output items' remaining fields stay in the step's ``extra``.
 A step's time is its message's ``extra.timestamp`` (v2) or ``timestamp`` (v1.17 stamps the message itself).
 Text-mode models of v1 (``mini_version`` 0.x/1.x) keep no parsed actions: the command the agent ran is the
 one ```` ```bash ```` block of the reply (the agent config's ``action_regex``, such as ``mswea_bash_command``
-blocks; a reply with none or several was a format error, nothing ran), read as the step's ``bash`` tool call
+blocks or ``<bash_code>`` tags; one of another shape is not run, and no reply's action is known; a reply
+with none or several was a format error, nothing ran), read as the step's ``bash`` tool call
 the way v2 stores it in ``extra.actions``, and the ``<returncode>`` an observation opens with (v1's
 templates) tells whether it failed, as v2's ``extra.returncode`` does. Reasoning is ``reasoning_content``
 (litellm) or OpenRouter's ``reasoning`` text (on the message in v2, in ``extra.response`` in v1). Keys the
@@ -81,12 +82,17 @@ _PR_DESCRIPTION = re.compile(
 _MAPPED_KEYS = {"role", "content", "tool_calls", "tool_call_id", "reasoning_content"}
 _DOCUMENT_KEYS = {"info", "messages", "trajectory_format", "instance_id"}
 # v1's DefaultAgent.parse_action: exactly one match of AgentConfig.action_regex (default ```bash blocks;
-# later configs ```mswea_bash_command) is the action. A saved action_regex is used only when it has that
-# shape (a fenced block with a label or a choice of labels): a file cannot make the adapter run any pattern.
+# later configs ```mswea_bash_command) is the action. A saved action_regex is used only in one of two shapes,
+# a fenced block with a label or a choice of labels, or an XML tag (the config docs' <bash_code>(.*?)
+# </bash_code>): a file cannot make the adapter run any pattern. A saved one of another shape looked for
+# something else than the default's fences: no reply's action is known then.
 _V1_ACTION = re.compile(r"```(?:bash|mswea_bash_command)\s*\n(.*?)\n```", re.S)
 # v1's observations (every shipped action_observation_template) open with the command's exit code.
 _V1_RETURNCODE = re.compile(r"\A<returncode>(-?\d+)</returncode>")
-_ACTION_REGEX_SHAPE = re.compile(r"```(?:\w+|\(\?:\w+(?:\|\w+)*\))\\s\*\\n\(\.\*\?\)\\n```")
+_ACTION_REGEX_SHAPES = (
+    re.compile(r"```(?:\w+|\(\?:\w+(?:\|\w+)*\))\\s\*\\n\(\.\*\?\)\\n```"),
+    re.compile(r"<(\w+)>\(\.\*\?\)</\1>"),
+)
 
 
 class MiniSweAgentTrajectory(Adapter):
@@ -184,8 +190,9 @@ class MiniSweAgentTrajectory(Adapter):
             cost_usd=_float_or_none(stats.get("instance_cost")),
             extra=extra,
         )
-        action = _v1_action_pattern(info)
-        steps = [self._step(trajectory, i, m, action) for i, m in enumerate(messages)]
+        v1 = _is_v1(info)
+        action = _v1_action_pattern(info) if v1 else None
+        steps = [self._step(trajectory, i, m, action, v1=v1) for i, m in enumerate(messages)]
         times = [s["timestamp"] for s in steps if s["timestamp"] is not None]
         tokens = [s["tokens"] for s in steps if s["tokens"] is not None]
         trajectory.update(
@@ -227,6 +234,8 @@ class MiniSweAgentTrajectory(Adapter):
         index: int,
         message: Any,  # noqa: ANN401
         action: re.Pattern[str] | None = None,
+        *,
+        v1: bool = False,
     ) -> dict[str, Any]:
         if not isinstance(message, dict):
             raise ValueError(f"messages[{index}] must be an object, got {type(message).__name__}")
@@ -255,7 +264,7 @@ class MiniSweAgentTrajectory(Adapter):
         ):
             tool_calls = _text_action(message["content"], action)
         returncode = extra.get("returncode")
-        if returncode is None and action is not None and message.get("role") == "user":
+        if returncode is None and v1 and message.get("role") == "user":
             content = message.get("content")
             code = _V1_RETURNCODE.match(content) if isinstance(content, str) else None
             returncode = int(code.group(1)) if code else None
@@ -353,17 +362,22 @@ def _reasoning_text(message: dict[str, Any]) -> str | None:
     return "\n\n".join(t for t in texts if isinstance(t, str) and t) or None
 
 
-def _v1_action_pattern(info: dict[str, Any]) -> re.Pattern[str] | None:
-    """How a v1 text-mode agent found its action in a reply (``None`` for v2, which stores the parsed actions
-    in ``extra.actions``): the saved ``action_regex`` when it is a fenced-block pattern, else the default."""
+def _is_v1(info: dict[str, Any]) -> bool:
+    """A v1 (or unversioned) file: its text-mode replies and observations keep no parsed action or exit code
+    (v2 stores them in ``extra.actions`` / ``extra.returncode``)."""
     version = info.get("mini_version")
-    if isinstance(version, str) and not version.startswith(("0.", "1.")):
-        return None
+    return not isinstance(version, str) or version.startswith(("0.", "1."))
+
+
+def _v1_action_pattern(info: dict[str, Any]) -> re.Pattern[str] | None:
+    """How a v1 text-mode agent found its action in a reply: the saved ``action_regex`` when it has a known
+    shape (a fenced block, an XML tag), none when it has another, the default when none is saved."""
     config = _dict_or_empty(info.get("config"))
     for part in ("agent", "model"):
         saved = _dict_or_empty(config.get(part)).get("action_regex")
-        if isinstance(saved, str) and _ACTION_REGEX_SHAPE.fullmatch(saved):
-            return re.compile(saved, re.S)
+        if isinstance(saved, str):
+            known = any(shape.fullmatch(saved) for shape in _ACTION_REGEX_SHAPES)
+            return re.compile(saved, re.S) if known else None
     return _V1_ACTION
 
 
