@@ -116,7 +116,8 @@ class TestOpenHandsEvalOutput:
         assert trajectory["n_steps"] == expected == _steps(lake, trajectory["task_id"]).height
         assert trajectory["source_format"] == "openhands-eval"
         usage = line["metrics"]["accumulated_token_usage"]
-        assert trajectory["tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+        assert trajectory["tokens"] == usage["completion_tokens"]  # generated; the prompt's in extra.metrics
+        assert json.loads(trajectory["extra"])["metrics"]["accumulated_token_usage"] == usage
         assert trajectory["cost_usd"] == line["metrics"]["accumulated_cost"]
 
     def test_a_tool_call_keeps_the_models_arguments_thought_and_tokens(self, oh, eval_lines):
@@ -804,7 +805,7 @@ class TestOpenHandsV1EvalOutput:
         trajectory = _trajectory(lake, "swe-bench/django__django-11099")
         assert (trajectory["exit_status"], trajectory["tokens"], trajectory["cost_usd"]) == (
             "finished",
-            2767,
+            67,  # completion tokens (2,767 with the prompt's)
             0.21,
         )
         assert _candidate(lake, "swe-bench/django__django-11099")["content"] == V1_PATCH
@@ -967,7 +968,7 @@ class TestOpenHandsV1ConversationFolder:
             "finished",
             8,
         )
-        assert (trajectory["tokens"], trajectory["cost_usd"]) == (11583 + 94, 0.00122745)
+        assert (trajectory["tokens"], trajectory["cost_usd"]) == (94, 0.00122745)  # generated (11,583 sent)
         assert '"api_key"' not in trajectory["extra"]  # base_state.json's agent.llm
         steps = lake.read("steps").sort("step_index").to_dicts()
         assert [s["role"] for s in steps] == [
@@ -1008,7 +1009,7 @@ class TestOpenHandsV1ConversationFolder:
         ) == (
             8,
             "finished",
-            967,
+            67,  # completion tokens; the metadata's total (967, with the prompt's) stays in its extra
             0.05,
         )
         assert trajectory["model"] == "anthropic/claude-sonnet-4-5"

@@ -1259,12 +1259,8 @@ class OpenHandsEvalOutput(_LineAdapter):
             if isinstance(metrics.get("accumulated_token_usage"), dict)
             else {}
         )
-        token_counts = [count_or_none(accumulated.get(k)) for k in ("prompt_tokens", "completion_tokens")]
-        tokens = (
-            sum(t for t in token_counts if t is not None)
-            if any(t is not None for t in token_counts)
-            else None
-        )
+        # The tokens the model generated, as in every format; the prompt tokens stay in extra.metrics.
+        tokens = count_or_none(accumulated.get("completion_tokens"))
         error = record.get("error")
         extra = {
             "error": error,
@@ -2073,14 +2069,18 @@ class OpenHandsEventStore(Adapter):
         if not prompt:
             raise ValueError("no user message: the session has no task to attach to")
         task_id = task_id_for(HARNESS, _prompt_hash(prompt))
-        tokens = None
+        # The tokens the model generated, as in every format: the V1 state's completion tokens, else its
+        # replies'; the session metadata's ``total_tokens`` (prompt + completion) stays in its extra.
         cost = _float_or_none(metadata.get("accumulated_cost")) if metadata else None
-        if isinstance(metadata.get("total_tokens"), int) and metadata["total_tokens"] > 0:
-            tokens = metadata["total_tokens"]
-        elif usages:
-            totals = [m.get("accumulated_token_usage") or {} for m in usages]
-            counts = [count_or_none(t.get(k)) for t in totals for k in ("prompt_tokens", "completion_tokens")]
-            tokens = sum(c for c in counts if c is not None) if any(c is not None for c in counts) else None
+        counts = [
+            count_or_none((m.get("accumulated_token_usage") or {}).get("completion_tokens")) for m in usages
+        ]
+        replies = [s["tokens"] for s in mapped.steps if s["tokens"] is not None]
+        tokens = (
+            sum(c for c in counts if c is not None) if any(c is not None for c in counts)
+            else sum(replies) if replies else None
+        )
+        if usages:
             costs = [_float_or_none(m.get("accumulated_cost")) for m in usages]
             cost = sum(c for c in costs if c is not None) if any(c is not None for c in costs) else None
         exit_status = _exit_status(None, mapped)
