@@ -159,8 +159,10 @@ def test_a_key_in_the_saved_config_never_reaches_the_lake(mini_dir: Path, tmp_pa
     (run,) = lake.read("runs").to_dicts()
     assert "sk-live" not in run["config"]
     stored = json.loads(run["config"])
-    assert stored["model"]["model_kwargs"] == {"drop_params": True, "temperature": 0.0, "parallel_tool_calls": True}
-    assert stored["environment"]["env"]["PAGER"] == "cat" and "OPENAI_API_KEY" not in stored["environment"]["env"]
+    kwargs = {"drop_params": True, "temperature": 0.0, "parallel_tool_calls": True}
+    assert stored["model"]["model_kwargs"] == kwargs
+    env = stored["environment"]["env"]
+    assert env["PAGER"] == "cat" and "OPENAI_API_KEY" not in env
 
 
 class TestMiniSweAgentLabels:
@@ -361,16 +363,21 @@ class TestTasksFromSeveralSources:
 
 
 class TestTaskRowsDoNotDependOnIngestOrder:
-    def test_the_datasets_task_row_replaces_one_inferred_from_an_earlier_trajectory(self, shared_data, tmp_path):
+    def test_the_datasets_task_row_replaces_one_inferred_from_an_earlier_trajectory(
+        self, shared_data, tmp_path
+    ):
         lake = Lake(tmp_path / "lake")
         ingest([shared_data / "formats" / "mini-swe-agent"], lake)
-        inferred = lake.read("tasks").filter(pl.col("task_id") == "swe-bench/django__django-11099").row(0, named=True)
+        task = pl.col("task_id") == "swe-bench/django__django-11099"
+        inferred = lake.read("tasks").filter(task).row(0, named=True)
         assert inferred["benchmark"] is None and inferred["reference"] is None
         report = ingest([shared_data / "swebench-lite" / "tasks.jsonl"], lake)
         assert report.counts["tasks"].written == 210 and report.counts["tasks"].duplicate == 0
-        row = lake.read("tasks").filter(pl.col("task_id") == "swe-bench/django__django-11099").row(0, named=True)
-        source = next(json.loads(line) for line in (shared_data / "swebench-lite" / "tasks.jsonl").read_text().splitlines()
-                      if json.loads(line)["instance_id"] == "django__django-11099")
+        row = lake.read("tasks").filter(task).row(0, named=True)
+        lines = (shared_data / "swebench-lite" / "tasks.jsonl").read_text().splitlines()
+        source = next(
+            json.loads(line) for line in lines if json.loads(line)["instance_id"] == "django__django-11099"
+        )
         assert (row["benchmark"], row["repo"], row["prompt"], row["reference"]) == (
             "swe-bench-lite", source["repo"], source["problem_statement"], source["patch"])
         assert lake.read("tasks").height == 210
