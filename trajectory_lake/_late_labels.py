@@ -80,12 +80,14 @@ from trajectory_lake.adapters import ADAPTERS, Adapter, RunGroup, SourceFile, ru
 from trajectory_lake.adapters.openhands import SWE_GYM
 from trajectory_lake.adapters.swebench import (
     FAMILY,
+    MULTI_FAMILY,
     REPORT_EVALUATOR,
     SB_CLI_DIR,
     run_summary_of,
     run_summary_stem,
     sb_cli_runs,
     summary_name,
+    task_family,
 )
 from trajectory_lake.lake import Lake
 from trajectory_lake.records import (
@@ -115,12 +117,12 @@ WAITING = "label waiting for its candidate"
 # How a run summary's waiting label names its run, right after WAITING (how waiting_labels tells them apart).
 _SUMMARY = "the run summary "
 AMBIGUOUS = "label not attached: several runs match"
-_NODE_LABEL = re.compile(r"@node_\d+$")
+_NODE_LABEL = re.compile(r"@node_\d+$")  # adapters._base.node_label: a moatless per-leaf report's label
 # Multi-SWE-bench's harness writes each instance's report to <workdir>/<org>/<repo>/evals/pr-<N>/report.json.
-_MSB_EVAL = re.compile(r"^pr-\d+$")  # adapters._base.node_label: a moatless per-leaf report's label
+_MSB_EVAL = re.compile(r"^pr-\d+$")
 _CANDIDATE_COLUMNS = ("candidate_id", "trajectory_id", "task_id", "benchmark")
 # The task families the SWE-bench harness's reports label, each with the evaluator of their outcomes.
-_EVALUATORS = {FAMILY: REPORT_EVALUATOR, SWE_GYM: SWE_GYM}
+_EVALUATORS = {FAMILY: REPORT_EVALUATOR, MULTI_FAMILY: REPORT_EVALUATOR, SWE_GYM: SWE_GYM}
 _RUN_COLUMNS = ("run_id", "name", "model", "benchmark")
 
 logger = logging.getLogger(__name__)
@@ -254,8 +256,10 @@ def _family(run: Mapping[str, Any]) -> str:
     Examples:
         >>> _family({"benchmark": "swe-gym"}), _family({"benchmark": "swe-bench-lite"})
         ('swe-gym', 'swe-bench')
+        >>> _family({"benchmark": "multi-swe-bench"})
+        'multi-swe-bench'
     """
-    return SWE_GYM if run.get("benchmark") == SWE_GYM else FAMILY
+    return SWE_GYM if run.get("benchmark") == SWE_GYM else task_family(run.get("benchmark"))
 
 
 def rollout_candidate_id(run_id: str, task_id: str) -> str:

@@ -616,7 +616,24 @@ class TestMultiSweBenchSubmission:
         assert report.total("quarantined") == 0 and report.warnings == []
         assert {Path(u).name for u, a in report.sources.items() if a == "swebench-report"} == {"report.json"}
         got = dict(swe_candidates(lake).select("instance_id", "resolved").iter_rows())
-        assert got == {"fmtlib__fmt-1171": 1.0, "fmtlib__fmt-1361": 0.0}
+        assert got == {"multi-swe-bench/fmtlib__fmt-1171": 1.0, "multi-swe-bench/fmtlib__fmt-1361": 0.0}
+
+    def test_its_tasks_are_multi_swe_bench_s_as_openhands_names_them(self, tmp_path):
+        """Its instance ids look like SWE-bench's but are Multi-SWE-bench tasks: the predictions must join
+        the same tasks as an OpenHands evaluation on that dataset (``multi-swe-bench/<instance_id>``), not
+        SWE-bench's. (They were ``swe-bench/fmtlib__fmt-1171``.)"""
+        run = self._submission(tmp_path)
+        lake = Lake(tmp_path / "lake")
+        ingest([run / "all_preds.jsonl"], lake)
+        assert sorted(lake.read("candidates")["task_id"]) == [
+            "multi-swe-bench/fmtlib__fmt-1171", "multi-swe-bench/fmtlib__fmt-1361"
+        ]
+        assert lake.read("runs")["benchmark"].to_list() == ["multi-swe-bench"]
+        assert set(lake.read("trajectories")["benchmark"]) == {"multi-swe-bench"}
+        # the reports, ingested later, find the predictions under those task ids
+        ingest([run / "logs"], lake)
+        got = dict(swe_candidates(lake).select("instance_id", "resolved").iter_rows())
+        assert got == {"multi-swe-bench/fmtlib__fmt-1171": 1.0, "multi-swe-bench/fmtlib__fmt-1361": 0.0}
 
     def test_the_final_report_keys_instances_as_org_repo_pr(self, tmp_path):
         run = self._submission(tmp_path)
@@ -631,7 +648,7 @@ class TestMultiSweBenchSubmission:
         report = ingest([run / "all_preds.jsonl", run / "final_report.json"], lake)
         assert report.total("quarantined") == 0 and report.warnings == []
         got = dict(swe_candidates(lake).select("instance_id", "resolved").iter_rows())
-        assert got == {"fmtlib__fmt-1171": 0.0, "fmtlib__fmt-1361": 1.0}
+        assert got == {"multi-swe-bench/fmtlib__fmt-1171": 0.0, "multi-swe-bench/fmtlib__fmt-1361": 1.0}
 
     def test_a_report_without_its_verdict_is_quarantined_with_the_reason(self, tmp_path):
         run = self._submission(tmp_path)
@@ -646,7 +663,7 @@ class TestMultiSweBenchSubmission:
             "$.valid", "swebench-report: field 'valid' (the report's verdict) must be true or false, got None"
         )
         got = dict(swe_candidates(lake).select("instance_id", "resolved").iter_rows())
-        assert got == {"fmtlib__fmt-1171": 1.0, "fmtlib__fmt-1361": None}
+        assert got == {"multi-swe-bench/fmtlib__fmt-1171": 1.0, "multi-swe-bench/fmtlib__fmt-1361": None}
 
 
 # The two shapes SWE-bench's experiments repository publishes (keys as in its checklist; values made up).
@@ -819,3 +836,36 @@ class TestLeaderboardSubmissionTrajectoryFolders:
         assert trajectory["n_steps"] > 0  # the trajectory file's rollout, which the prediction joined
         assert swe_candidates(lake).select("instance_id", "resolved").rows() == [(iid, 1.0)]
         assert report.warnings == [] and unreconciled(report) == {}
+
+
+class TestSweAgent0xRunInTwoIngests:
+    """A SWE-agent 0.x run keeps ``<iid>.traj`` beside ``all_preds.jsonl`` (upstream's own
+    ``tests/test_data/trajectories/gpt4__swe-bench-dev-easy_first_only__…/``), a 0.x leaderboard submission
+    ``trajs/<iid>.traj``. Ingested apart, in either order, the predictions must name the run as the
+    trajectories do (they looked for trajectory files only as ``<iid>/<iid>.traj``, and founded a second run
+    with a second trajectory when the predictions came first)."""
+
+    RUN_0X = "gpt4__swe-bench-dev-easy_first_only__default__t-0.00__p-0.95__c-3.00__install-1"
+
+    @pytest.mark.parametrize("layout", ["0.x run", "submission trajs/"])
+    @pytest.mark.parametrize("first", ["predictions", "trajectory"])
+    def test_one_run_and_one_trajectory_in_either_order(self, shared_data, tmp_path, layout, first):
+        iid = "pydicom__pydicom-1458"
+        source = shared_data / "formats" / "swe-agent-traj" / "sweagent_old_gpt4_pydicom-1458.traj"
+        flat = layout == "0.x run"
+        run = tmp_path / (self.RUN_0X if flat else "20240402_sweagent_gpt4")
+        traj = run / f"{iid}.traj" if flat else run / "trajs" / f"{iid}.traj"
+        traj.parent.mkdir(parents=True)
+        traj.write_bytes(source.read_bytes())
+        patch = json.loads(source.read_text(encoding="utf-8"))["info"]["submission"]
+        model = run.name if flat else "sweagent_gpt4"
+        preds = run / "all_preds.jsonl"
+        write_jsonl(preds, [{"instance_id": iid, "model_name_or_path": model, "model_patch": patch}])
+        lake = Lake(tmp_path / "lake")
+        for path in [preds, traj] if first == "predictions" else [traj, preds]:
+            ingest([path], lake)
+        assert lake.read("runs").select("name", "harness").rows() == [(run.name, "swe-agent")]
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert trajectory["n_steps"] > 0  # the trajectory file's rollout, which the prediction joined
+        (candidate,) = lake.read("candidates").to_dicts()
+        assert candidate["content"] == patch

@@ -83,9 +83,19 @@ __all__ = [
     "run_summary_stem",
     "sb_cli_runs",
     "summary_name",
+    "task_family",
 ]
 
 FAMILY = "swe-bench"
+# Multi-SWE-bench's instance ids look like SWE-bench's (<org>__<repo>-<N>) but name other tasks: its own
+# family, the name OpenHands' evaluation gives them too.
+MULTI_FAMILY = "multi-swe-bench"
+_MULTI_RE = re.compile(r"multi[-_ ]?swe[-_ ]?bench")
+# The languages a Multi-SWE-bench submission's folders are named after (multi-swe-bench/experiments:
+# evaluation/<language>/<split>/<run>/).
+_MULTI_LANGUAGES = frozenset(
+    {"c", "c++", "cpp", "go", "java", "javascript", "js", "rust", "typescript", "ts"}
+)
 _TASK_COLUMNS = ("instance_id", "repo", "base_commit", "problem_statement", "patch")
 # The dataset's other columns: a row that lost its id or its problem statement still has several of these.
 _TASK_FIELDS = (
@@ -116,11 +126,29 @@ def infer_benchmark(value: Any, path: Path) -> str:  # noqa: ANN401 - a field va
     Examples:
         >>> infer_benchmark(None, Path("data/swebench-lite/tasks.jsonl"))
         'swe-bench-lite'
+        >>> infer_benchmark(None, Path("evaluation/c++/verified/20250329_MSWE-agent/all_preds.jsonl"))
+        'multi-swe-bench'
     """
     if isinstance(value, str) and value:
         return value
-    match = _BENCHMARK_RE.search(str(path).lower())
+    text = str(path).lower()
+    parts = path.parts
+    if _MULTI_RE.search(text) or any(
+        parts[i] == "evaluation" and parts[i + 1].lower() in _MULTI_LANGUAGES for i in range(len(parts) - 2)
+    ):
+        return MULTI_FAMILY
+    match = _BENCHMARK_RE.search(text)
     return f"swe-bench-{match.group(1)}" if match else FAMILY
+
+
+def task_family(benchmark: str | None) -> str:
+    """The family a benchmark's instance ids are task ids of (:func:`~trajectory_lake.records.task_id_for`).
+
+    Examples:
+        >>> task_family("swe-bench-lite"), task_family("multi-swe-bench"), task_family(None)
+        ('swe-bench', 'multi-swe-bench', 'swe-bench')
+    """
+    return MULTI_FAMILY if benchmark == MULTI_FAMILY else FAMILY
 
 
 def summary_name(path: Path) -> str:
@@ -434,13 +462,14 @@ class SweBenchTasks(_RecordAdapter):
             if record.get(key) is not None and not isinstance(record[key], str):
                 raise ValueError(f"field {key!r} must be a string, got {record[key]!r}")
         metadata = {k: v for k, v in record.items() if k not in (*_TASK_COLUMNS, "benchmark")}
+        benchmark = infer_benchmark(record.get("benchmark"), source.path)
         bundle = Bundle(locator=locator, priority=self.rank)
         bundle.add(
             "tasks",
             make_task(
-                task_id=task_id_for(FAMILY, instance_id),
+                task_id=task_id_for(task_family(benchmark), instance_id),
                 domain="swe",
-                benchmark=infer_benchmark(record.get("benchmark"), source.path),
+                benchmark=benchmark,
                 instance_id=instance_id,
                 repo=record.get("repo"),
                 base_commit=record.get("base_commit"),
@@ -453,24 +482,26 @@ class SweBenchTasks(_RecordAdapter):
         return bundle
 
 
-# Where a run-batch writes an instance's trajectory beside the run's preds.json: mini-swe-agent's
-# <iid>/<iid>.traj.json (run/benchmarks/swebench.py) and SWE-agent 1.x's <iid>/<iid>.traj (run_batch.py).
-_BATCH_TRAJECTORIES = ("*/*.traj.json", "*/*.traj")
+# Where a run folder keeps its trajectories beside its predictions, and whether a file there is named after
+# its folder: a run-batch's <iid>/<iid>.traj.json (mini-swe-agent, run/benchmarks/swebench.py) and
+# <iid>/<iid>.traj (SWE-agent 1.x, run_batch.py), a SWE-agent 0.x run's <iid>.traj beside all_preds.jsonl,
+# a leaderboard submission's trajs/<iid>.traj.
+_RUN_TRAJECTORIES = (("*/*.traj.json", True), ("*/*.traj", True), ("*.traj", False), ("trajs/*.traj", False))
 
 
 def _trajectory_hints(run_dir: Path) -> dict[str, str]:
     """The run hints (harness, version, model) of a trajectory file of the run folder, as its adapter
     reads them, or nothing.
 
-    A harness's predictions (mini-swe-agent's and SWE-agent's ``preds.json``) do not name the harness; in
-    an ingest of the whole folder its trajectories do, for the whole run. Read here, the predictions name
-    the same run when they are ingested without them, before or after: one run, and one trajectory per
-    rollout, however the folder is split between ingests.
+    A harness's predictions (mini-swe-agent's and SWE-agent's ``preds.json``, SWE-agent 0.x's
+    ``all_preds.jsonl``) do not name the harness; in an ingest of the whole folder its trajectories do, for
+    the whole run. Read here, the predictions name the same run when they are ingested without them,
+    before or after: one run, and one trajectory per rollout, however the folder is split between ingests.
     """
     from trajectory_lake.adapters import detect  # the registry imports this module
 
-    for pattern in _BATCH_TRAJECTORIES:
-        found = [p for p in run_dir.glob(pattern) if p.name.startswith(p.parent.name + ".")]
+    for pattern, named in _RUN_TRAJECTORIES:
+        found = [p for p in run_dir.glob(pattern) if not named or p.name.startswith(p.parent.name + ".")]
         for path in sorted(found)[:1]:
             source = SourceFile(path=path)
             try:  # another adapter's code: a defect in it must not cost these predictions
@@ -582,7 +613,7 @@ class SweBenchPredictions(_RecordAdapter):
             extra["read_beside"] = {"exit_status": report}
         trajectory = make_trajectory(
             run=run,
-            task_id=task_id_for(FAMILY, instance_id),
+            task_id=task_id_for(task_family(benchmark), instance_id),
             domain="swe",
             source_format=self.name,
             source_uri=source.uri,
