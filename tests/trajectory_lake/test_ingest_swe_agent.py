@@ -1266,3 +1266,26 @@ class TestSweAgent0xPredictionsBeside:
         (trajectory,) = lake.read("trajectories").to_dicts()
         assert (trajectory["n_steps"], trajectory["source_format"]) == (26, "swe-agent:0.x")
         assert _extra(trajectory)["read_beside"] == {"model": "all_preds.jsonl"}
+
+    @pytest.mark.parametrize(
+        "first_line",
+        [b"\n", json.dumps({"model_name_or_path": "sweagent_gpt4", "instance_id": "astropy__astropy-12907",
+                            "model_patch": "+" * (5 << 20)}).encode() + b"\n"],
+        ids=["a blank line", "a line over 4 MiB"],
+    )
+    def test_the_model_is_the_one_the_predictions_read_whatever_their_first_line(
+        self, swe_dir, trajs, tmp_path, first_line
+    ):
+        run = tmp_path / "20240402_sweagent_gpt4"
+        traj = run / "trajs" / "pydicom__pydicom-1458.traj"
+        traj.parent.mkdir(parents=True)
+        shutil.copy(swe_dir / OLD, traj)
+        line = {"model_name_or_path": "sweagent_gpt4", "instance_id": "pydicom__pydicom-1458",
+                "model_patch": trajs[OLD]["info"]["submission"]}
+        (run / "all_preds.jsonl").write_bytes(first_line + json.dumps(line).encode() + b"\n")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run], lake)
+        assert report.total("quarantined") == 0
+        assert lake.read("runs").select("name", "model").rows() == [(run.name, "sweagent_gpt4")]
+        trajectory = lake.read("trajectories").filter(pl.col("task_id") == "swe-bench/pydicom__pydicom-1458")
+        assert trajectory["source_format"].to_list() == ["swe-agent:0.x"]

@@ -539,21 +539,25 @@ class _Place:
 
     @cached_property
     def predictions_model(self) -> str | None:
-        """The model the run's ``all_preds.jsonl`` names: its first line's ``model_name_or_path``, as the
-        predictions adapter reads it (not the run folder's name, which 1.x writes there)."""
+        """The model the run's ``all_preds.jsonl`` names: the ``model_name_or_path`` of its first record that
+        has one, as the predictions adapter reads it (blank and damaged lines passed over, a line read whole
+        however long its patch), unless it is the run folder's name (which 1.x writes there)."""
+        path = self.run_dir / _PREDICTIONS_0X
+        if not path.is_file():
+            return None
+        source = SourceFile(path=path)
         try:
-            with (self.run_dir / _PREDICTIONS_0X).open("rb") as file:
-                line = file.readline(1 << 22)  # one record: a patch, not the file
+            records = source.first_json_lines()
         except OSError:
             return None
-        try:
-            record = loads(line)
-        except (ValueError, RecursionError):
-            return None
-        model = record.get("model_name_or_path") if isinstance(record, dict) else None
-        if not isinstance(model, str) or not model or model in (self.run_dir.name, self.run_name):
-            return None
-        return model
+        finally:
+            source.release()
+        model = next(
+            (r["model_name_or_path"] for r in records
+             if isinstance(r, dict) and isinstance(r.get("model_name_or_path"), str)),
+            None,
+        )
+        return model if model and model not in (self.run_dir.name, self.run_name) else None
 
     @cached_property
     def _args_agent(self) -> dict[str, Any] | None:
