@@ -886,8 +886,9 @@ class TestCodexHistoryRewrites:
         assert task["prompt"] == "add a flag"
 
     def test_a_rollback_does_not_count_notifications_and_hook_prompts_as_user_turns(self, tmp_path):
-        """codex-rs writes a finished subagent's ``<subagent_notification>`` and a hook's ``<hook_prompt>`` as
-        ``user`` messages but, like its other contextual fragments, does not count them as user turns."""
+        """codex-rs writes a finished subagent's ``<subagent_notification>``, a hook's ``<hook_prompt>`` and
+        the editor's ``<additional_context>`` as ``user`` messages but, like its other contextual fragments,
+        does not count them as user turns."""
 
         def injected(text: str) -> tuple[str, dict[str, Any]]:
             content = [{"type": "input_text", "text": text}]
@@ -906,13 +907,46 @@ class TestCodexHistoryRewrites:
                     "</subagent_notification>"
                 ),
                 injected('<hook_prompt hook_run_id="stop-1">Run the linter first.</hook_prompt>'),
+                injected("<additional_context>\n<title>From my editor</title>\n</additional_context>"),
                 _say("Renamed to --quick."),
                 ("event_msg", {"type": "thread_rolled_back", "num_turns": 1}),
             ],
         )
         lake, _, _, steps = _ingest_one(path)
         rolled = [json.loads(s["extra"]).get("rolled_back", False) for s in steps]
-        assert rolled == [False, False, True, True, True, True, True]
+        assert rolled == [False, False, True, True, True, True, True, True]
+        (candidate,) = lake.read("candidates").to_dicts()
+        assert candidate["content"] == "Added --fast."
+
+    def test_a_rollback_counts_a_request_sent_with_an_image_as_a_user_turn(self, tmp_path):
+        """codex-rs counts every user message that is not contextual as a turn, a pasted image beside the
+        text (or alone) included; its content parts are not all text, so the step keeps them as a list."""
+        image = {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}
+        path = _write_rollout(
+            tmp_path / "rollout-2026-03-01T10-00-00-ffff.jsonl",
+            [
+                _meta("ffff"),
+                *_user("add a flag"),
+                _say("Added --fast."),
+                ("event_msg", {"type": "user_message", "message": "match this mockup", "images": ["x"]}),
+                (
+                    "response_item",
+                    {
+                        "type": "message",
+                        "role": "user",
+                        "content": [{"type": "input_text", "text": "match this mockup"}, image],
+                    },
+                ),
+                _say("Matched the mockup."),
+                ("event_msg", {"type": "user_message", "message": "", "images": ["x"]}),
+                ("response_item", {"type": "message", "role": "user", "content": [image]}),
+                _say("That is the old logo."),
+                ("event_msg", {"type": "thread_rolled_back", "num_turns": 2}),
+            ],
+        )
+        lake, _, _, steps = _ingest_one(path)
+        rolled = [json.loads(s["extra"]).get("rolled_back", False) for s in steps]
+        assert rolled == [False, False, True, True, True, True]
         (candidate,) = lake.read("candidates").to_dicts()
         assert candidate["content"] == "Added --fast."
 

@@ -182,6 +182,7 @@ _INJECTED_PREFIXES = (
     "<skill>",
     "<subagent_notification>",
     "<hook_prompt",
+    "<additional_context>",
     "Warning: The maximum number of unified exec processes you can keep open is",
     "Warning: Your account was flagged for potentially high-risk cyber activity",
     "Warning: apply_patch was requested via ",
@@ -866,6 +867,8 @@ def _is_user_turn(step: dict[str, Any]) -> bool:
     ):
         return True
     text = step.get("content")
+    if isinstance(text, list):  # text with images (or images alone): a request all the same
+        text = _user_input_text(text) or ""
     return (
         step["role"] == "user"
         and step["extra"].get("item_type") == "message"
