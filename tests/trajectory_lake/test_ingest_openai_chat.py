@@ -199,6 +199,40 @@ class TestManyCallsPerFile:
             answer["content"],
         )
 
+    @pytest.mark.parametrize(
+        "usage",
+        [{"prompt_tokens": 10, "total_tokens": 15}, None],
+        ids=["no-completion-tokens", "no-usage"],
+    )
+    def test_a_count_a_call_does_not_report_is_not_summed_as_zero(self, first, tmp_path, usage):
+        """A call whose usage lacks a count (or that has no usage) leaves that sum unknown: summing the
+        other calls' counts would give the trajectory a total it did not have."""
+        second = json.loads(json.dumps(first))
+        answer = {"role": "assistant", "content": "Done."}
+        second["messages"] = [*first["messages"], first["response"]["choices"][0]["message"]]
+        second["messages"].append({"role": "user", "content": "go on"})
+        second["response"] = {
+            "id": "chatcmpl-2",
+            "model": first["response"]["model"],
+            "choices": [{"index": 0, "finish_reason": "stop", "message": answer}],
+            **({"usage": usage} if usage else {}),
+        }
+        lake, _ = _ingest_records(tmp_path / "calls.jsonl", [first, second])
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert trajectory["tokens"] is None
+        first_usage = first["response"]["usage"]
+        assert json.loads(trajectory["extra"])["usage"] == (
+            {
+                "prompt_tokens": first_usage["prompt_tokens"] + 10,
+                "completion_tokens": None,
+                "total_tokens": first_usage["total_tokens"] + 15,
+            }
+            if usage
+            else {"prompt_tokens": None, "completion_tokens": None, "total_tokens": None}
+        )
+        reply = _steps(lake).to_dicts()[-1]
+        assert (reply["content"], reply["tokens"]) == ("Done.", None)
+
     def test_different_prompts_are_different_trajectories(self, first, tmp_path):
         other = json.loads(json.dumps(first))
         other["messages"][1]["content"][0]["text"] = "Another task entirely."

@@ -266,6 +266,12 @@ def _float_or_none(value: Any) -> float | None:  # noqa: ANN401
 
 
 
+def _sum_or_none(counts: list[int | None]) -> int | None:
+    """The sum of ``counts``, or ``None`` when one of them is unknown (a partial sum would be too low)."""
+    known = [n for n in counts if n is not None]
+    return sum(known) if len(known) == len(counts) else None
+
+
 def _dict(value: Any) -> dict[str, Any]:  # noqa: ANN401
     return value if isinstance(value, dict) else {}
 
@@ -1147,14 +1153,14 @@ class OpenAIChatLog(Adapter):
             for i in sorted(producers)
         }
         chain = list(produced.values())
-        usages = [c.usage for c in chain if c.usage]
         costs = [c.cost for c in chain if c.cost is not None]
         # A trajectory's tokens are those the model generated, as in every format (its steps' tokens); the
-        # prompt tokens the calls were sent, summed, are kept beside them in ``extra.usage``.
+        # prompt tokens the calls were sent, summed, are kept beside them in ``extra.usage``. A count that
+        # one of the calls does not report (or a call with no usage) leaves its sum unknown, not short.
         usage = None
-        if complete and usages:
+        if complete and any(c.usage for c in chain):
             usage = {
-                k: sum(count_or_none(u.get(k)) or 0 for u in usages)
+                k: _sum_or_none([count_or_none((c.usage or {}).get(k)) for c in chain])
                 for k in ("prompt_tokens", "completion_tokens", "total_tokens")
             }
         trajectory = make_trajectory(
