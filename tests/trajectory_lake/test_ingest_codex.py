@@ -736,6 +736,34 @@ class TestCodexUsageBeforeItems:
             ("Second.", 7),
         ]
 
+    def test_a_streamed_sessions_call_with_no_items_does_not_shift_the_later_calls_usage(self, tmp_path):
+        """Newer CLIs write one ``turn_context`` per turn, not per call; once a snapshot has followed its
+        call's items the session is in that order, and a call that wrote no item (an empty response before
+        queued input) is not held for the next call's items, which would shift every later call by one."""
+        path = _write_rollout(
+            tmp_path / "rollout-2026-03-01T10-00-00-eeee.jsonl",
+            [
+                _meta("eeee"),
+                *_user("answer thrice"),
+                self._context(),
+                _say("First.", phase="commentary"),
+                self._usage(10, 10),
+                self._usage(15, 5),  # a call that wrote no item; no turn_context follows it
+                _say("Second.", phase="commentary"),
+                self._usage(22, 7),
+                _say("Third."),
+                self._usage(30, 8),
+            ],
+        )
+        _, _, trajectory, steps = _ingest_one(path)
+        assert [(s["content"], s["tokens"]) for s in steps] == [
+            ("answer thrice", None),
+            ("First.", 10),
+            ("Second.", 7),
+            ("Third.", 8),
+        ]
+        assert trajectory["tokens"] == 30
+
 
 class TestCodexPaginatedRollouts:
     """Rollouts in codex-rs's paginated history mode (``rollout/src/policy.rs``) persist ``item_completed``

@@ -56,7 +56,9 @@ Mapping (one session = one trajectory):
   write a call's items as they stream, so its snapshot follows them; CLIs up to about 0.60 recorded a
   call's items after its snapshot (at the call's end, with the tool outputs). A new snapshot with no
   model output open before it is therefore held for the call's items that follow, up to the next
-  ``turn_context`` (written before every model call), a new snapshot or the end of the session;
+  ``turn_context`` (written before every model call by those CLIs), a new snapshot or the end of the
+  session; once a snapshot has followed its call's items, the session is in the newer order (the newest
+  CLIs write one ``turn_context`` per turn) and a snapshot with no model output before it goes to no step;
 * the task is the first thing the user typed (the first ``user_message`` event, else, in paginated
   rollouts, which write ``item_completed`` turn items instead of those events, the first ``UserMessage``
   item, else the first ``user`` message that is not harness-injected context):
@@ -311,6 +313,7 @@ class _Session:
     rate_limits: Any = None
     usage_open: list[int] = field(default_factory=list)  # model-output steps since the last usage snapshot
     usage_pending: dict[str, Any] | None = None  # a call's usage written before its items (CLIs <= ~0.60)
+    usage_streamed: bool = False  # a snapshot has followed its call's items: the order newer CLIs write
     times: list[datetime] = field(default_factory=list)
     quarantined_lines: list[int] = field(default_factory=list)
 
@@ -471,8 +474,9 @@ class _Session:
         if not isinstance(last, dict):
             return
         if self.usage_open:
+            self.usage_streamed = True
             self._attribute_usage(last)
-        else:  # the call's items are still to come (the order older CLIs wrote): hold it for them
+        elif not self.usage_streamed:  # the call's items are still to come (the order older CLIs wrote)
             self.usage_pending = last
 
     def _settle_usage(self) -> None:
