@@ -645,6 +645,36 @@ class TestOpenHandsBenchmarksFolder:
         ]
 
 
+    @pytest.mark.parametrize("with_attempt", [True, False])
+    def test_a_report_ingested_after_the_attempts_labels_the_chosen_attempt(self, with_attempt, tmp_path):
+        # The usual order: the outputs first, the harness's summary (output.report.json) in a later ingest.
+        # Its labels go to each run's submitted patch, rollout attempt 0: output.jsonl's chosen attempt,
+        # here 11133's second, not the first attempt the critic rejected.
+        run = _v1_run(tmp_path, with_attempt=with_attempt)
+        summary = (run / "output.report.json").read_bytes()
+        (run / "output.report.json").unlink()
+        shutil.rmtree(run / "logs")
+        lake = Lake(tmp_path / "lake")
+        ingest([run], lake)
+        assert lake.read("outcomes").height == 0
+        (run / "output.report.json").write_bytes(summary)
+        report = ingest([run / "output.report.json"], lake)
+        assert report.total("quarantined") == 0 and report.warnings == []
+        labelled = lake.read("candidates").join(lake.read("outcomes"), on="candidate_id", how="left")
+        assert sorted(
+            (r["task_id"], r["content"].count("+attempt"), r["name"], r["value"]) for r in labelled.to_dicts()
+        ) == [
+            ("swe-bench/django__django-11099", 1, "resolved", 1.0),
+            ("swe-bench/django__django-11133", 1, None, None),
+            ("swe-bench/django__django-11133", 2, "resolved", 0.0),
+        ]
+        # the same lake as one ingest of the whole folder would write
+        whole = Lake(tmp_path / "whole")
+        ingest([run], whole)
+        ids = [sorted(lk.read("trajectories")["trajectory_id"]) for lk in (lake, whole)]
+        assert ids[0] == ids[1]
+
+
     def test_the_swe_bench_pro_patch_file_is_ignored_as_the_same_patches(self, tmp_path):
         # benchmarks/swebenchpro/eval_infer.py: output.swebenchpro.json, an array {instance_id, patch, prefix}
         run = _v1_run(tmp_path, with_attempt=True)

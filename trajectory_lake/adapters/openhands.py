@@ -91,9 +91,10 @@ A V1 run folder (OpenHands/benchmarks: ``<dataset>-<split>/<llm.model>_sdk_<sha>
 run's name) adds: ``output.critic_attempt_<n>.jsonl``, every attempt's lines (``output.jsonl`` holds copies of
 the chosen ones: the same trajectories; a line without ``attempt``, written before EvalOutput had it, takes
 it from its file's name, or from the attempt file holding the same line), of which only ``output.jsonl``'s
-take the harness's labels (the harness evaluated those patches); ``output.report.json``, the harness's run
-summary that ``eval_infer.py`` moved there; the harness's own ``logs/run_evaluation/`` (it ran in the
-folder), whose reports label the run; and ``cost_report.jsonl``, listed as ignored.
+take the harness's labels (the harness evaluated those patches: a chosen attempt is its rollout's attempt 0,
+the submitted patch a report ingested later labels, the others attempt ``<n>``); ``output.report.json``,
+the harness's run summary that ``eval_infer.py`` moved there; the harness's own ``logs/run_evaluation/``
+(it ran in the folder), whose reports label the run; and ``cost_report.jsonl``, listed as ignored.
 """
 
 from __future__ import annotations
@@ -1021,19 +1022,26 @@ def _critic_attempt_index(
     index: dict[tuple[Any, ...], int] = {}
     for name, _, _ in files:
         attempt = int(_CRITIC_ATTEMPT.match(name).group(1))  # type: ignore[union-attr]
-        try:
-            with (run_dir / name).open("rb") as handle:
-                for line in handle:
-                    try:
-                        record = loads(line) if line.strip() else None
-                    except (ValueError, RecursionError):
-                        continue
-                    if isinstance(record, dict) and isinstance(record.get("instance_id"), str | int):
-                        key = (str(record["instance_id"]), *_line_fingerprint(record))
-                        index.setdefault(key, attempt)
-        except OSError:
-            continue
+        for key in _line_keys(run_dir / name):
+            index.setdefault(key, attempt)
     return index
+
+
+def _line_keys(path: Path) -> list[tuple[Any, ...]]:
+    """``(instance id, fingerprint)`` of each EvalOutput line of ``path`` (none of an unreadable one)."""
+    keys = []
+    try:
+        with path.open("rb") as handle:
+            for line in handle:
+                try:
+                    record = loads(line) if line.strip() else None
+                except (ValueError, RecursionError):
+                    continue
+                if isinstance(record, dict) and isinstance(record.get("instance_id"), str | int):
+                    keys.append((str(record["instance_id"]), *_line_fingerprint(record)))
+    except OSError:
+        return []
+    return keys
 
 
 def _critic_attempt_of(path: Path, instance_id: str, record: Mapping[str, Any]) -> int | None:
@@ -1053,6 +1061,38 @@ def _critic_attempt_of(path: Path, instance_id: str, record: Mapping[str, Any]) 
     if not files:
         return None
     return _critic_attempt_index(path.parent, files).get((instance_id, *_line_fingerprint(record)))
+
+
+def _rollout_attempt(path: Path, instance_id: str, record: Mapping[str, Any], attempt: int | None) -> int:
+    """The rollout ``attempt`` of an EvalOutput line's trajectory. Beside ``output.critic_attempt_<n>.jsonl``
+    files, OpenHands/benchmarks' ``output.jsonl`` holds the attempts ``aggregate_results`` chose, the patches
+    the harness evaluates: as every SWE adapter gives its submitted rollout, attempt 0, so a report read in a
+    later ingest labels that patch (``_late_labels``). A line of an attempt file is attempt 0 when
+    ``output.jsonl`` holds the same line, else ``<n>``; any other line its own ``attempt`` less one (else 0).
+    """
+    if path.name == "output.jsonl":
+        try:
+            aggregated = bool(_critic_attempt_names(path.parent, path.parent.stat().st_mtime_ns))
+        except OSError:
+            aggregated = False
+        if aggregated:
+            return 0
+    if attempt is not None and _CRITIC_ATTEMPT.match(path.name):
+        chosen = path.with_name("output.jsonl")
+        try:
+            stat = chosen.stat()
+        except OSError:
+            return attempt
+        key = (instance_id, *_line_fingerprint(record))
+        return 0 if key in _chosen_lines(chosen, stat.st_size, stat.st_mtime_ns) else attempt
+    return attempt - 1 if attempt is not None else 0
+
+
+@lru_cache(maxsize=4)
+def _chosen_lines(path: Path, _size: int, _mtime_ns: int) -> frozenset[tuple[Any, ...]]:
+    """``(instance id, fingerprint)`` of each line of an ``output.jsonl`` (read once per state of the file:
+    every line of its attempt files asks)."""
+    return frozenset(_line_keys(path))
 
 
 @lru_cache(maxsize=16)
@@ -1296,7 +1336,7 @@ class OpenHandsEvalOutput(_LineAdapter):
             source_format=self.name,
             source_uri=source.uri,
             source_sha256=source.sha256,
-            attempt=attempt - 1 if attempt is not None else 0,  # V1's critic attempts count from 1
+            attempt=_rollout_attempt(source.path, instance_id, record, attempt),
             exit_status=_exit_status(error, mapped),
             n_steps=len(mapped.steps),
             tokens=tokens,
