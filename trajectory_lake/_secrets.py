@@ -32,7 +32,8 @@ _SECRET_KEY = re.compile(
 # special tokens (``eos_token``), which are model settings.
 _ABOUT_A_KEY = re.compile(
     r"[_-](?:alias|id|name)$"
-    r"|^(?:eos|bos|pad|unk|sep|cls|mask|stop|start|end)_token$",  # a tokenizer's special tokens: model settings
+    # a tokenizer's special tokens: model settings
+    r"|^(?:eos|bos|pad|unk|sep|cls|mask|stop|start|end)_token$",
     re.IGNORECASE,
 )
 _CONTACT = re.compile(r"e[_-]?mail|ip[_-]?address|^ip$", re.IGNORECASE)
@@ -80,6 +81,12 @@ _REDACTED = b"[redacted]"
 # A JSON string member ("key": "value", escapes included; the value may be cut off at the end of the
 # bytes), and a YAML mapping line or an environment assignment (key: value, KEY=value) up to its line end.
 _JSON_MEMBER = re.compile(rb'"((?:[^"\\\n]|\\.){1,200})"(\s*:\s*")((?:[^"\\]|\\.)*)')
+# The same member written inside a JSON string (JSON saved as text: a tool call's arguments, a logged
+# request body): \"key\": \"value\".
+_ESCAPED_MEMBER = re.compile(rb'\\"([^"\\\n]{1,200})\\"(\s*:\s*\\")((?:[^"\\]|\\[^"])*)')
+# A member whose value is an object or array ("api_keys": [...], "credentials": {...}): without_secrets
+# drops it whole, so every string in it is masked.
+_JSON_CONTAINER = re.compile(rb'"((?:[^"\\\n]|\\.){1,200})"\s*:\s*[\[{]')
 _LINE_MEMBER = re.compile(rb"^([ \t]*(?:-[ \t]+|export[ \t]+)?)([\w.-]{1,200})([ \t]*[:=][ \t]*)(\S[^\r\n]*)",
                           re.MULTILINE)
 
@@ -96,6 +103,10 @@ def redact_raw(raw: bytes) -> bytes:
         b'{"model": "gpt-4o", "api_key": "[redacted]********", "n": 1, '
         >>> redact_raw(b'agent:\\n  OPENAI_API_KEY: sk-0123456789\\n  max_tokens: 100\\nHF_TOKEN=hf_x')
         b'agent:\\n  OPENAI_API_KEY: [redacted]***\\n  max_tokens: 100\\nHF_TOKEN=****'
+        >>> redact_raw(b'{"api_keys": ["sk-0123456789a", "sk-b"], "auth": {"user": "me", "pass": "x"}, ')
+        b'{"api_keys": ["[redacted]****", "****"], "auth": {"user": "**", "pass": "*"}, '
+        >>> redact_raw(b'{"arguments": "{\\\\"token\\\\": \\\\"hf_0123456789\\\\"}"}')  # JSON saved as text
+        b'{"arguments": "{\\\\"token\\\\": \\\\"[redacted]***\\\\"}"}'
     """
     if not raw:
         return raw
@@ -112,7 +123,33 @@ def redact_raw(raw: bytes) -> bytes:
             return match.group(0)
         return match.group(1) + match.group(2) + match.group(3) + _mask(len(match.group(4)))
 
-    return _LINE_MEMBER.sub(line_member, _JSON_MEMBER.sub(json_member, raw))
+    masked = bytearray(raw)
+    for match in _JSON_CONTAINER.finditer(raw):
+        if is_secret_key(match.group(1).decode("utf-8", "replace")):
+            _mask_strings(masked, match.end())
+    out = _JSON_MEMBER.sub(json_member, bytes(masked))
+    return _LINE_MEMBER.sub(line_member, _ESCAPED_MEMBER.sub(json_member, out))
+
+
+def _mask_strings(data: bytearray, start: int) -> None:
+    """Mask, in place, every JSON string value (not the members' keys) of the object or array whose first
+    byte after its opening bracket is at ``start``, to its closing bracket (or the end of ``data``)."""
+    depth, i = 1, start
+    while i < len(data) and depth:
+        byte = data[i]
+        if byte == ord('"'):
+            end = i + 1
+            while end < len(data) and data[end] != ord('"'):
+                end += 2 if data[end] == ord("\\") else 1
+            end = min(end, len(data))
+            if not bytes(data[end + 1 : end + 64]).lstrip().startswith(b":"):  # a value, not a member's key
+                data[i + 1 : end] = _mask(end - i - 1)
+            i = end
+        elif byte in b"[{":
+            depth += 1
+        elif byte in b"]}":
+            depth -= 1
+        i += 1
 
 
 def _mask(n: int) -> bytes:

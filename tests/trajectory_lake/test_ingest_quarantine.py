@@ -232,6 +232,31 @@ class TestCredentialsInRawBytes:
         assert row["raw_truncated"] is True and row["raw_size"] == path.stat().st_size
 
 
+    def test_credentials_in_a_list_an_object_or_json_saved_as_text_are_redacted(self, shared_data, tmp_path):
+        # without_secrets drops "api_keys": [...] and "credentials": {...} whole; a tool call's arguments
+        # are JSON saved as a string (\"token\": \"...\")
+        good, _ = _malformed_lines(shared_data)
+        record = json.loads(good[0])
+        record["config"] = {
+            "api_keys": ["sk-live-0123456789", "sk-live-abc"],
+            "credentials": {"aws": {"secret": "wJalrXUtnFEMI"}, "region": "us-east-1"},
+            "arguments": json.dumps({"token": "hf_0123456789abc", "path": "/repo"}),
+        }
+        damaged = json.dumps(record)[:-3]
+        path = tmp_path / "candidates.jsonl"
+        path.write_text(good[1] + "\n" + damaged + "\n", encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        (row,) = lake.read("quarantine").iter_rows(named=True)
+        expected = (
+            damaged.replace("sk-live-0123456789", "[redacted]********").replace("sk-live-abc", "[redacted]*")
+            .replace("wJalrXUtnFEMI", "[redacted]***").replace("us-east-1", "*********")
+            .replace("hf_0123456789abc", "[redacted]******")
+        )
+        assert row["raw"] == expected.encode()
+        assert b"/repo" in row["raw"] and len(row["raw"]) == len(damaged.encode())
+
+
 class TestAdapterDefects:
     """An adapter that raises (a bug, not bad input) costs only its file: the file is quarantined with
     the error and its bytes, every other file goes in, and the ingest completes."""
