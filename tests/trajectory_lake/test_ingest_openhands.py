@@ -413,12 +413,7 @@ class TestOpenHandsCondensation:
             },
             self._event(3, "agent", "condensation", "", forgotten_event_ids=[1], summary=None),
         ]
-        session = tmp_path / "sessions" / "s1" / "events"
-        session.mkdir(parents=True)
-        for event in events:
-            (session / f"{event['id']}.json").write_text(json.dumps(event), encoding="utf-8")
-        lake = Lake(tmp_path / "lake")
-        ingest([session.parent], lake)
+        lake = _ingest_session(tmp_path, events)
         steps = lake.read("steps").sort("step_index").to_dicts()
         assert [(s["role"], s["content"], s["tool_calls"]) for s in steps] == [
             ("user", "fix it", None),
@@ -428,6 +423,16 @@ class TestOpenHandsCondensation:
         extra = json.loads(lake.read("trajectories")["extra"][0])
         assert [e["action"] for e in extra["events_without_step"]] == ["condensation_request", "condensation"]
 
+
+def _ingest_session(root: Path, events: list[dict[str, Any]]) -> Lake:
+    """A lake of one V0 event-store session folder holding ``events``, one file each."""
+    session = root / "sessions" / "s1" / "events"
+    session.mkdir(parents=True)
+    for event in events:
+        (session / f"{event['id']}.json").write_text(json.dumps(event), encoding="utf-8")
+    lake = Lake(root / "lake")
+    ingest([session.parent], lake)
+    return lake
 
 class TestOpenHandsUserRejection:
     def test_a_rejected_action_is_answered_by_an_error_step(self, tmp_path):
@@ -443,12 +448,7 @@ class TestOpenHandsUserRejection:
              "cause": 1, "observation": "user_rejected", "tool_call_metadata": tcm, "extras": {},
              "content": "Action has been rejected by the user! Waiting for further user input."},
         ]
-        session = tmp_path / "sessions" / "s1" / "events"
-        session.mkdir(parents=True)
-        for event in events:
-            (session / f"{event['id']}.json").write_text(json.dumps(event), encoding="utf-8")
-        lake = Lake(tmp_path / "lake")
-        ingest([session.parent], lake)
+        lake = _ingest_session(tmp_path, events)
         rejected = lake.read("steps").sort("step_index").to_dicts()[2]
         assert (rejected["role"], rejected["tool_call_id"], rejected["is_error"]) == ("tool", "toolu_1", True)
 
