@@ -635,6 +635,24 @@ class TestMultiSweBenchSubmission:
         got = dict(swe_candidates(lake).select("instance_id", "resolved").iter_rows())
         assert got == {"multi-swe-bench/fmtlib__fmt-1171": 1.0, "multi-swe-bench/fmtlib__fmt-1361": 0.0}
 
+    def test_a_submission_s_trajectories_join_its_predictions_tasks(self, shared_data, tmp_path):
+        """A submission's ``trajs/<iid>.traj`` (here SWE-agent's) are Multi-SWE-bench tasks too: each rollout
+        is one trajectory whose patch the report labels (they were ``swe-bench/<iid>`` tasks, so every
+        rollout was written twice, and both copies labelled)."""
+        run = self._submission(tmp_path)
+        source = shared_data / "formats" / "swe-agent-traj" / "sweagent_old_gpt4_pydicom-1458.traj"
+        (run / "trajs").mkdir()
+        (run / "trajs" / "fmtlib__fmt-1171.traj").write_bytes(source.read_bytes())
+        lake = Lake(tmp_path / "lake")
+        ingest([run], lake)
+        trajectories = lake.read("trajectories").sort("task_id")
+        assert trajectories["task_id"].to_list() == [
+            "multi-swe-bench/fmtlib__fmt-1171", "multi-swe-bench/fmtlib__fmt-1361"
+        ]
+        assert trajectories["n_steps"][0] > 0  # the trajectory file's rollout, which the prediction joined
+        got = dict(swe_candidates(lake).select("instance_id", "resolved").iter_rows())
+        assert got == {"multi-swe-bench/fmtlib__fmt-1171": 1.0, "multi-swe-bench/fmtlib__fmt-1361": 0.0}
+
     def test_the_final_report_keys_instances_as_org_repo_pr(self, tmp_path):
         run = self._submission(tmp_path)
         ids = ["fmtlib/fmt:pr-1171", "fmtlib/fmt:pr-1361"]

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 from typing import Any, Final
 
 from trajectory_lake._hashing import content_sha256
-from trajectory_lake.adapters.swebench import FAMILY
+from trajectory_lake.adapters.swebench import FAMILY, infer_benchmark, task_family
 from trajectory_lake.records import task_id_for
 
 __all__ = [
@@ -42,8 +43,12 @@ def is_swe_instance(value: Any) -> bool:  # noqa: ANN401 - any field value
     return isinstance(value, str) and bool(SWE_INSTANCE.match(value))
 
 
-def resolve_task_id(*, harness: str, instance_id: str | None, prompt: str | None) -> str:
-    """The task id of a rollout.
+def resolve_task_id(
+    *, harness: str, instance_id: str | None, prompt: str | None, path: Path | None = None
+) -> str:
+    """The task id of a rollout: a SWE-bench-shaped instance id is a task of the family its file's place
+    names (a Multi-SWE-bench submission's trajectories are ``multi-swe-bench`` tasks, as its predictions
+    are: :func:`~trajectory_lake.adapters.swebench.infer_benchmark`), else of SWE-bench.
 
     Raises:
         ValueError: neither an instance id nor a prompt identifies the task.
@@ -51,13 +56,17 @@ def resolve_task_id(*, harness: str, instance_id: str | None, prompt: str | None
     Examples:
         >>> resolve_task_id(harness="aider", instance_id="django__django-11099", prompt=None)
         'swe-bench/django__django-11099'
+        >>> resolve_task_id(harness="swe-agent", instance_id="fmtlib__fmt-1171", prompt=None,
+        ...                 path=Path("evaluation/c++/verified/run/trajs/fmtlib__fmt-1171.traj"))
+        'multi-swe-bench/fmtlib__fmt-1171'
         >>> resolve_task_id(harness="aider", instance_id=None, prompt="")[:6]
         Traceback (most recent call last):
         ...
         ValueError: cannot identify the task: no instance id and no task prompt
     """
     if is_swe_instance(instance_id):
-        return task_id_for(FAMILY, instance_id)  # type: ignore[arg-type]
+        family = task_family(infer_benchmark(None, path)) if path is not None else FAMILY
+        return task_id_for(family, instance_id)  # type: ignore[arg-type]
     if prompt:
         return task_id_for(harness, content_sha256(prompt))
     if instance_id:

@@ -344,7 +344,8 @@ class _Context:
         self.source = source
         self.run = run
         self.instance_id = instance_id
-        self.task_id = resolve_task_id(harness=HARNESS, instance_id=instance_id, prompt=None)
+        self.task_id = resolve_task_id(harness=HARNESS, instance_id=instance_id, prompt=None,
+                                       path=source.path)
         self.transcript = transcript
 
 

@@ -160,7 +160,9 @@ class MiniSweAgentTrajectory(Adapter):
         if not isinstance(instance_id, str):
             raise ValueError(f"'instance_id' must be a string, got {type(instance_id).__name__}")
         task_prompt = _task_prompt(messages)
-        task_id = resolve_task_id(harness=self.name, instance_id=instance_id, prompt=task_prompt)
+        task_id = resolve_task_id(
+            harness=self.name, instance_id=instance_id, prompt=task_prompt, path=source.path
+        )
         hints = self.hints(source)
         run = make_run(
             name=group.run_name,

@@ -246,7 +246,7 @@ class MoatlessTransitions(Adapter):
         info = as_dict(document.get("info"), what="'info'")
         prompt = str_or_none(document.get("initial_message"), what="'initial_message'")
         instance_id = _instance_id(source, info.get("instance_id"))
-        task_id = resolve_task_id(harness=HARNESS, instance_id=instance_id, prompt=prompt)
+        task_id = resolve_task_id(harness=HARNESS, instance_id=instance_id, prompt=prompt, path=source.path)
         rules = as_dict(document.get("transition_rules"), what="'transition_rules'")
         config = {"loop": document.get("name"), "transition_rules": rules or None}
         run = make_run(
@@ -551,7 +551,9 @@ class MoatlessSearchTree(Adapter):
         match = _TASK.match(root_message or "")
         prompt = match.group(1) if match else root_message
         try:
-            task_id = resolve_task_id(harness=HARNESS, instance_id=instance_id, prompt=prompt)
+            task_id = resolve_task_id(
+                harness=HARNESS, instance_id=instance_id, prompt=prompt, path=source.path
+            )
         except ValueError as exc:
             yield self.quarantine("$", str(exc), source.data)
             return

@@ -347,7 +347,7 @@ class SweAgentTrajectory(Adapter):
         instance_text = _instance_message(history)
         prompt = _problem_text(replay, instance_text)
         domain = "ctf" if instance_text is not None and _CTF.match(instance_text.lstrip()) else "swe"
-        task_id = resolve_task_id(harness=HARNESS, instance_id=instance_id, prompt=prompt)
+        task_id = resolve_task_id(harness=HARNESS, instance_id=instance_id, prompt=prompt, path=source.path)
         is_swe = is_swe_instance(instance_id)
         model, model_file = place.model(agent)
         if model_file:
