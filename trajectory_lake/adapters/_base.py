@@ -271,6 +271,8 @@ _INSTANCE_LIKE = re.compile(r"^[A-Za-z0-9_.-]+__[A-Za-z0-9_.-]+-\d+$")
 # eval_outputs: OpenHands' eval_infer.sh moves the harness's logs/run_evaluation/<run_id>/<model>/ into the
 # run folder as <run>/eval_outputs/ (evaluation/benchmarks/swe_bench/scripts/eval_infer.sh).
 _NESTED_DIRS = {"trajs", "trajectories", "logs", "results", "reports", "preds", "eval_outputs"}
+# OpenHands/benchmarks' swebenchpro/eval_infer.py runs the Pro harness in <run>/<stem>.swebenchpro_eval
+_PRO_EVAL_DIR = ".swebenchpro_eval"
 _SWE_AGENT_RUN = re.compile(r"__t-[\d.]+__p-[\d.]+__c-[\d.]+__install-\d+$")
 _EVALUATED_NODE = re.compile(r"^node_(\d+)$")
 
@@ -325,7 +327,9 @@ def run_dir_of(path: Path) -> Path:
     it evaluates. The harness's own ``logs/run_evaluation/<run_id>/<model>/<instance_id>/report.json`` belongs
     to ``<model>`` (``<model>`` is no nested folder name), except in an OpenHands evaluation run folder (an
     ``output.jsonl`` beside ``logs/``: OpenHands/benchmarks' ``eval_infer.py`` runs the harness there), whose
-    run it evaluated. Anything else belongs to its own directory.
+    run it evaluated. The SWE-bench Pro harness's folder ``<run>/<stem>.swebenchpro_eval/``
+    (OpenHands/benchmarks' ``swebenchpro/eval_infer.py`` runs it on ``<run>/<stem>.jsonl`` there) belongs to
+    ``<run>``. Anything else belongs to its own directory.
 
     Examples:
         >>> run_dir_of(Path("lite/20240402_sweagent_gpt4/logs/django__django-11099/report.json")).as_posix()
@@ -338,13 +342,15 @@ def run_dir_of(path: Path) -> Path:
         'eval'
         >>> run_dir_of(Path("run_evaluation/r1/openai__gpt-4o/django__django-11099/report.json")).as_posix()
         'run_evaluation/r1/openai__gpt-4o'
+        >>> run_dir_of(Path("pro/gpt-5_maxiter_100_N_v1/output.swebenchpro_eval/eval_results.json")).name
+        'gpt-5_maxiter_100_N_v1'
     """
     if evaluated_node(path) is not None:
         return run_dir_of(path.parent.parent.parent / path.name)
     parent = path.parent
     if _SWE_AGENT_RUN.search(parent.name):  # SWE-agent 0.x run names end like an instance id
         return parent
-    if parent.name in _NESTED_DIRS:
+    if parent.name in _NESTED_DIRS or (parent.name.endswith(_PRO_EVAL_DIR) and parent.name != _PRO_EVAL_DIR):
         return parent.parent
     if _INSTANCE_LIKE.match(parent.name):
         run = parent.parent
