@@ -24,6 +24,7 @@ import pytest
 
 from tests.trajectory_lake._helpers import comparable_rows, read_jsonl, table_state, unreconciled, write_jsonl
 from trajectory_lake import IngestReport, Lake, ingest
+from trajectory_lake._hashing import stable_id
 
 EVAL_FILE = "official_example_multi_swe_bench_output.jsonl"
 COMPLETIONS = ("openhands_litellm_completion_first_call.json", "openhands_litellm_completion_last_call.json")
@@ -691,6 +692,48 @@ class TestOpenHandsBenchmarksFolder:
             "openhands-eval-conversion: converted from output.jsonl beside it"
         )
         assert lake.read("candidates").height == 3
+
+
+    @pytest.mark.parametrize("files", ["eval_results.json", "both", "later"])
+    def test_the_swe_bench_pro_harness_results_label_the_run_like_its_report(self, files, tmp_path):
+        # benchmarks/swebenchpro/eval_infer.py runs the official harness (swe_bench_pro_eval.py) with
+        # --output_dir <run>/output.swebenchpro_eval, which writes eval_results.json {instance_id: passed};
+        # write_report then turns it into output.report.json: the same verdicts, the same outcome rows.
+        resolved = "instance_NodeBB__NodeBB-04998908ba6721d64eba79ae3b65a351dcfbc5b5-vnan"
+        failed = "instance_qutebrowser__qutebrowser-f91ace96223cac8161c16dd061907e138fe85111-v059c6fdc7556"
+        run = tmp_path / "ScaleAI__SWE-bench_Pro-test" / "gpt-5_sdk_1a2b3c4_maxiter_100_N_v1"
+        run.mkdir(parents=True)
+        metadata = {"llm": {"model": "gpt-5"}, "dataset": "ScaleAI/SWE-bench_Pro", "dataset_split": "test",
+                    "max_iterations": 100, "eval_output_dir": str(run)}
+        (run / "metadata.json").write_text(json.dumps(metadata), encoding="utf-8")
+        write_jsonl(run / "output.jsonl", [_v1_line(i, 1, with_attempt=True) for i in (resolved, failed)])
+        results = run / "output.swebenchpro_eval" / "eval_results.json"
+        results.parent.mkdir()
+        results.write_text(json.dumps({failed: False, resolved: True}), encoding="utf-8")
+        if files == "both":
+            summary = json.dumps(_run_report([resolved], [failed]), indent=4)
+            (run / "output.report.json").write_text(summary, encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        if files == "later":  # the outputs first, the harness's results in a later ingest
+            content = results.read_bytes()
+            results.unlink()
+            ingest([run], lake)
+            results.write_bytes(content)
+            report = ingest([results], lake)
+        else:
+            report = ingest([run], lake)
+        assert report.total("quarantined") == 0 and report.warnings == []
+        assert report.sources[results.resolve().as_uri()] == "swebench-report"
+        outcomes = lake.read("outcomes").select("outcome_id", "candidate_id", "task_id", "name", "value")
+        assert sorted((r["task_id"], r["name"], r["value"]) for r in outcomes.to_dicts()) == [
+            (f"swe-bench/{resolved}", "resolved", 1.0),
+            (f"swe-bench/{failed}", "resolved", 0.0),
+        ]
+        assert set(outcomes["candidate_id"]) == set(lake.read("candidates")["candidate_id"])
+        # the ids output.report.json's labels take (make_outcome: candidate, name, source, evaluator), so
+        # ingesting both files, together or apart, writes each outcome once
+        ids = {stable_id("outcome", c, "resolved", "harness", "swe-bench") for c in outcomes["candidate_id"]}
+        assert set(outcomes["outcome_id"]) == ids
 
 
 class TestOutsideAnEvaluationFolder:

@@ -94,7 +94,10 @@ it from its file's name, or from the attempt file holding the same line), of whi
 take the harness's labels (the harness evaluated those patches: a chosen attempt is its rollout's attempt 0,
 the submitted patch a report ingested later labels, the others attempt ``<n>``); ``output.report.json``,
 the harness's run summary that ``eval_infer.py`` moved there; the harness's own ``logs/run_evaluation/``
-(it ran in the folder), whose reports label the run; and ``cost_report.jsonl``, listed as ignored.
+(it ran in the folder), whose reports label the run; ``swebenchpro/eval_infer.py``'s
+``<stem>.swebenchpro_eval/eval_results.json`` (SWE-bench Pro's harness: the verdicts ``<stem>.report.json``
+is written from), which labels the run as that report does, with the same outcomes; and
+``cost_report.jsonl``, listed as ignored.
 """
 
 from __future__ import annotations

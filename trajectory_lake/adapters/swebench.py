@@ -24,6 +24,10 @@ Formats (from the SWE-bench harness and the published leaderboard submissions):
   instance ``<org>__<repo>-<N>``, and its ``final_report.json`` (the run summary's keys, instances as
   ``org/repo:pr-N``: :func:`msb_instance_id`). Its submissions' ``all_preds.jsonl`` are SWE-bench
   predictions;
+* **SWE-bench Pro results** (labels only) — its harness's ``eval_results.json`` ``{instance_id: passed}``
+  (``swe_bench_pro_eval.py``, in its ``--output_dir``: OpenHands/benchmarks' ``swebenchpro/eval_infer.py``
+  gives it ``<run>/<stem>.swebenchpro_eval/``, and writes ``<run>/<stem>.report.json`` from it, the same
+  verdicts as a run summary); each verdict is a ``resolved`` label;
 * **submission metadata** — a leaderboard submission (``evaluation/<split>/<run>/`` in SWE-bench's
   ``experiments`` repository) describes itself in ``metadata.yaml``: the older flat keys ``name``, ``oss``,
   ``site``, ``verified`` (and ``org_logo``), or, since 2025, ``info`` (``name``, ``logo``, ``site``,
@@ -651,6 +655,8 @@ class SweBenchReport(Adapter):
             document = source.document
         except ValueError:
             return False
+        if cls._is_pro_results(source, document):
+            return True
         if not isinstance(document, dict) or not document:
             return False
         if any(k in document for k in cls._SUMMARY_KEYS) or _is_msb_report(document):
@@ -666,8 +672,22 @@ class SweBenchReport(Adapter):
             return False
         return "resolved" in value or sum(key in value for key in cls._ENTRY_KEYS) >= 2
 
+    @staticmethod
+    def _is_pro_results(source: SourceFile, document: Any) -> bool:  # noqa: ANN401 - any JSON value
+        """Whether a document is the SWE-bench Pro harness's ``eval_results.json`` ``{instance_id: passed}``
+        (empty where it scored no instance: only in the folder OpenHands/benchmarks names for it)."""
+        if source.path.name != "eval_results.json" or not isinstance(document, dict):
+            return False
+        if not document and not source.path.parent.name.endswith(".swebenchpro_eval"):
+            return False
+        return all(isinstance(passed, bool) for passed in document.values())
+
     def labels(self, source: SourceFile) -> Iterator[tuple[str, dict[str, float]] | Quarantined]:
         document = source.document
+        if self._is_pro_results(source, document):
+            for instance_id, passed in document.items():
+                yield instance_id, {"resolved": float(passed)}
+            return
         if any(k in document for k in self._SUMMARY_KEYS) or isinstance(document.get("resolved"), list):
             name = summary_name(source.path)
             named = any(k in document for k in self._SUMMARY_KEYS) and run_summary_stem(name)
