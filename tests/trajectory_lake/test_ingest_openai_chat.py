@@ -1006,6 +1006,43 @@ class TestResponsesApiLogs:
         contents = [s["content"] for s in _steps(lake).to_dicts()]
         assert contents == ["You are OpenHands agent.", "Fix the test."]
 
+    def test_a_failed_calls_error_log_joins_the_run_of_its_conversation(self, tmp_path):
+        # Telemetry.on_error: f"{model_name.replace('/', '__')}-{time:.3f}-{hex4}-error.json", no response and
+        # so no model in the record; the successful calls' logs report the response's model.
+        folder = tmp_path / "completions"
+        folder.mkdir()
+        output_1 = {"type": "function_call_output", "call_id": "call_1", "output": "1 failed"}
+        first = self._log([_RESPONSES_USER], _RESPONSES_TURN_1, 80, 1760000003.5)
+        resent = [_RESPONSES_USER, *_RESPONSES_TURN_1, output_1]
+        failed = {
+            **{k: v for k, v in self._log(resent, [], 0, 1760000012.0).items() if k != "response"},
+            "error": {"type": "BadRequestError", "message": "litellm.BadRequestError: bad reasoning item"},
+        }
+        (folder / "openai__gpt-5-codex-1760000003.500-ab12.json").write_text(json.dumps(first))
+        (folder / "openai__gpt-5-codex-1760000012.000-ef56-error.json").write_text(json.dumps(failed))
+        lake = Lake(tmp_path / "lake")
+        report = ingest([folder], lake)
+        assert set(report.sources.values()) == {"openai-chat"} and report.total("quarantined") == 0
+        (run,) = lake.read("runs").to_dicts()
+        assert (run["name"], run["model"]) == ("completions", "gpt-5-codex")
+        (trajectory,) = lake.read("trajectories").to_dicts()  # the conversation ended on the failed call
+        assert (trajectory["run_id"], trajectory["model"], trajectory["exit_status"]) == (
+            run["run_id"], "gpt-5-codex", "error"
+        )
+        assert json.loads(trajectory["extra"])["error"] == "litellm.BadRequestError: bad reasoning item"
+        assert [s["role"] for s in _steps(lake).to_dicts()] == ["system", "user", "assistant", "tool"]
+
+    def test_an_error_log_with_no_successful_call_beside_it_takes_the_model_of_its_name(self, tmp_path):
+        error = {
+            **{k: v for k, v in self._log([_RESPONSES_USER], [], 0, 1.0).items() if k != "response"},
+            "error": {"type": "APIConnectionError", "message": "Connection error."},
+        }
+        path = tmp_path / "litellm_proxy__anthropic__claude-sonnet-4-5-1760000013.000-ef56-error.json"
+        lake, _ = _ingest_records(path, [error])
+        (run,) = lake.read("runs").to_dicts()
+        assert run["model"] == "litellm_proxy/anthropic/claude-sonnet-4-5"
+        assert lake.read("trajectories")["model"].to_list() == ["litellm_proxy/anthropic/claude-sonnet-4-5"]
+
 
 class TestChatMessageFields:
     """The chat message fields beyond text: legacy function calls, refusals, n > 1, parts, reasoning."""

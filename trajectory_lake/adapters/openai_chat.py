@@ -74,6 +74,12 @@ put beside it the same call would be ingested again, joined, under another id (i
 messages) -- the lake would hold it twice. Ignoring it loses nothing, since the file is left as it is
 and an ingest with its input beside it reads every line once.
 
+Model: the record's (``model``, the request's, or the response's). The software-agent-sdk's ``Telemetry``
+names each log ``<model>-<time>-<4 hex>.json`` (``-error.json`` for a call that failed: ``on_error``), the
+model being its LLM's configured ``model`` with ``/`` written ``__``; an error log holds the request and
+the error, no response and so no model. Its model is the one a successful call's log under the same name
+beside it reports (so the failed call joins the run of its conversation's calls), else the file name's.
+
 Memory: a log re-sends each conversation on every call, so holding its calls costs far more than the
 file. Reading is two passes: the first parses every call but keeps only its identity (conversation
 key, request length, digests of its normalised messages and response, time, error, where it is in the
@@ -84,6 +90,7 @@ never held whole; a file under ``_HOLD_BYTES`` keeps its parsed calls between th
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import re
@@ -749,6 +756,42 @@ def _error_text(value: Any) -> str | None:  # noqa: ANN401
     return None
 
 
+# software-agent-sdk Telemetry: f"{model_name.replace('/', '__')}-{time.time():.3f}-{uuid4().hex[:4]}.json"
+_TELEMETRY_LOG = re.compile(r"^(?P<model>.+)-\d+\.\d{3}-[0-9a-f]{4}(?P<error>-error)?\.json$")
+
+
+def _telemetry_log_model(path: Path) -> str | None:
+    """The model of a software-agent-sdk ``Telemetry`` log that holds none (see the module docstring): the
+    response's model in the first successful call's log under the same configured model beside it, else
+    that configured model, from the file name; ``None`` for a file not so named.
+
+    Examples:
+        >>> _telemetry_log_model(Path("/nowhere/litellm_proxy__gpt-5-1760000013.000-ef56-error.json"))
+        'litellm_proxy/gpt-5'
+        >>> _telemetry_log_model(Path("gpt-5-error.json")) is None
+        True
+    """
+    match = _TELEMETRY_LOG.match(path.name)
+    if match is None:
+        return None
+    configured = match.group("model")
+    try:
+        beside = sorted(p for p in path.parent.glob(f"{glob.escape(configured)}-*.json") if p != path)
+    except OSError:
+        beside = []
+    for other in beside:
+        named = _TELEMETRY_LOG.match(other.name)
+        if named is None or named.group("error") or named.group("model") != configured:
+            continue
+        try:
+            model = _dict(_dict(loads(other.read_bytes())).get("response")).get("model")
+        except (OSError, ValueError):
+            continue
+        if isinstance(model, str) and model:
+            return model
+    return configured.replace("__", "/")
+
+
 def _parse_call(record: Any, locator: str) -> _Call:  # noqa: ANN401
     if not isinstance(record, dict):
         raise ValueError(f"a call record must be an object, got {type(record).__name__}")
@@ -968,6 +1011,14 @@ class OpenAIChatLog(Adapter):
             source.sha256  # noqa: B018 - hashed now: ids and quarantine rows need it if the file goes away later
         held: dict[str, _Call] = {}
         conversations: dict[str, list[_Seen]] = {}
+        named: list[str | None] = []
+
+        def named_model() -> str | None:
+            """The model the file's name gives a call that holds none (looked up once, when first needed)."""
+            if not named:
+                named.append(_telemetry_log_model(source.path))
+            return named[0]
+
         for locator, raw, record, where in self._records(source):
             if isinstance(record, Quarantined):
                 yield record
@@ -977,6 +1028,7 @@ class OpenAIChatLog(Adapter):
             except (ValueError, TypeError, AttributeError, OSError) as exc:
                 yield self.quarantine(locator, str(exc), raw)
                 continue
+            call.model = call.model or named_model()
             # Only a line is read again from the file (a document stays parsed in memory): its bytes get a digest.
             seen = _Seen.of(call, where, raw if not hold and isinstance(where, tuple) else None)
             conversations.setdefault(seen.key, []).append(seen)
@@ -1007,6 +1059,7 @@ class OpenAIChatLog(Adapter):
             else:
                 record = source.document if seen.where < 0 else source.document[seen.where]
             call = _parse_call(record, seen.locator)
+            call.model = call.model or named_model()
             call.source_name = source.path.name
             return call
 
