@@ -923,6 +923,13 @@ _RESPONSES_TURN_1 = [
         "status": "completed",
     },
 ]
+_BAD_REASONING = "litellm.BadRequestError: bad reasoning item"
+# The second call's input: the first turn, then its tool's output.
+_RESPONSES_RESENT = [
+    _RESPONSES_USER,
+    *_RESPONSES_TURN_1,
+    {"type": "function_call_output", "call_id": "call_1", "output": "1 failed"},
+]
 _RESPONSES_TURN_2 = [
     {"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "gAAA2"},
     {
@@ -954,13 +961,17 @@ class TestResponsesApiLogs:
             "response": response, "cost": 0.002, "timestamp": at, "latency_sec": 2.5,
         }
 
+    @classmethod
+    def _error_log(cls, items: list[Any], at: float, kind: str, message: str) -> dict[str, Any]:
+        """What ``Telemetry.on_error`` writes: the request and the error, no response."""
+        request = {k: v for k, v in cls._log(items, [], 0, at).items() if k != "response"}
+        return {**request, "error": {"type": kind, "message": message}}
+
     def test_each_call_log_is_read_as_a_chat_call_of_one_conversation(self, tmp_path):
         folder = tmp_path / "completions"
         folder.mkdir()
-        output_1 = {"type": "function_call_output", "call_id": "call_1", "output": "1 failed"}
         first = self._log([_RESPONSES_USER], _RESPONSES_TURN_1, 80, 1760000003.5)
-        resent = [_RESPONSES_USER, *_RESPONSES_TURN_1, output_1]
-        second = self._log(resent, _RESPONSES_TURN_2, 40, 1760000012.0)
+        second = self._log(_RESPONSES_RESENT, _RESPONSES_TURN_2, 40, 1760000012.0)
         (folder / "openai__gpt-5-codex-1760000003.500-ab12.json").write_text(json.dumps(first))
         (folder / "openai__gpt-5-codex-1760000012.000-cd34.json").write_text(json.dumps(second))
         lake = Lake(tmp_path / "lake")
@@ -994,10 +1005,7 @@ class TestResponsesApiLogs:
         assert candidate["content"] == "Fixed an off-by-one."
 
     def test_a_failed_calls_error_log_is_an_unanswered_call(self, tmp_path):
-        error = {
-            **{k: v for k, v in self._log([_RESPONSES_USER], [], 0, 1.0).items() if k != "response"},
-            "error": {"type": "BadRequestError", "message": "litellm.BadRequestError: bad reasoning item"},
-        }
+        error = self._error_log([_RESPONSES_USER], 1.0, "BadRequestError", _BAD_REASONING)
         lake, report = _ingest_records(tmp_path / "gpt-5-codex-1760000013.000-ef56-error.json", [error])
         assert list(report.sources.values()) == ["openai-chat"]
         (trajectory,) = lake.read("trajectories").to_dicts()
@@ -1011,13 +1019,8 @@ class TestResponsesApiLogs:
         # so no model in the record; the successful calls' logs report the response's model.
         folder = tmp_path / "completions"
         folder.mkdir()
-        output_1 = {"type": "function_call_output", "call_id": "call_1", "output": "1 failed"}
         first = self._log([_RESPONSES_USER], _RESPONSES_TURN_1, 80, 1760000003.5)
-        resent = [_RESPONSES_USER, *_RESPONSES_TURN_1, output_1]
-        failed = {
-            **{k: v for k, v in self._log(resent, [], 0, 1760000012.0).items() if k != "response"},
-            "error": {"type": "BadRequestError", "message": "litellm.BadRequestError: bad reasoning item"},
-        }
+        failed = self._error_log(_RESPONSES_RESENT, 1760000012.0, "BadRequestError", _BAD_REASONING)
         (folder / "openai__gpt-5-codex-1760000003.500-ab12.json").write_text(json.dumps(first))
         (folder / "openai__gpt-5-codex-1760000012.000-ef56-error.json").write_text(json.dumps(failed))
         lake = Lake(tmp_path / "lake")
@@ -1033,10 +1036,7 @@ class TestResponsesApiLogs:
         assert [s["role"] for s in _steps(lake).to_dicts()] == ["system", "user", "assistant", "tool"]
 
     def test_an_error_log_with_no_successful_call_beside_it_takes_the_model_of_its_name(self, tmp_path):
-        error = {
-            **{k: v for k, v in self._log([_RESPONSES_USER], [], 0, 1.0).items() if k != "response"},
-            "error": {"type": "APIConnectionError", "message": "Connection error."},
-        }
+        error = self._error_log([_RESPONSES_USER], 1.0, "APIConnectionError", "Connection error.")
         path = tmp_path / "litellm_proxy__anthropic__claude-sonnet-4-5-1760000013.000-ef56-error.json"
         lake, _ = _ingest_records(path, [error])
         (run,) = lake.read("runs").to_dicts()
