@@ -10,11 +10,13 @@ to the same value, or fails with the same exception types (``ValueError`` / ``Un
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
-__all__ = ["dumps_sorted", "loads"]
+__all__ = ["dumps_sorted", "json_objects", "loads"]
 
 _DECODER = msgspec.json.Decoder()
 _ENCODER = msgspec.json.Encoder(order="sorted", enc_hook=str)
@@ -54,3 +56,23 @@ def dumps_sorted(value: Any) -> str:  # noqa: ANN401 - any JSON value
         return _ENCODER.encode(value).decode("utf-8")
     except (TypeError, ValueError, UnicodeEncodeError, RecursionError):
         return json.dumps(value, ensure_ascii=False, default=str, sort_keys=True, separators=(",", ":"))
+
+
+def json_objects(path: Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSONL file, one per line, read lazily; blank lines, lines that do not parse and
+    values that are not objects are passed over (for a look at a file beside the one being read, whose
+    own damage its own ingest reports).
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    with path.open("rb") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            try:
+                value = loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(value, dict):
+                yield value

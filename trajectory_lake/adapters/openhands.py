@@ -114,7 +114,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from trajectory_lake._hashing import content_sha256
-from trajectory_lake._json import loads
+from trajectory_lake._json import json_objects, loads
 from trajectory_lake._secrets import without_secrets
 from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile, sample_matches
 from trajectory_lake.adapters._harness_common import count_or_none
@@ -1032,19 +1032,14 @@ def _critic_attempt_index(
 
 def _line_keys(path: Path) -> list[tuple[Any, ...]]:
     """``(instance id, fingerprint)`` of each EvalOutput line of ``path`` (none of an unreadable one)."""
-    keys = []
     try:
-        with path.open("rb") as handle:
-            for line in handle:
-                try:
-                    record = loads(line) if line.strip() else None
-                except (ValueError, RecursionError):
-                    continue
-                if isinstance(record, dict) and isinstance(record.get("instance_id"), str | int):
-                    keys.append((str(record["instance_id"]), *_line_fingerprint(record)))
+        return [
+            (str(record["instance_id"]), *_line_fingerprint(record))
+            for record in json_objects(path)
+            if isinstance(record.get("instance_id"), str | int)
+        ]
     except OSError:
         return []
-    return keys
 
 
 def _critic_attempt_of(path: Path, instance_id: str, record: Mapping[str, Any]) -> int | None:

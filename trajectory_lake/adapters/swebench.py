@@ -53,7 +53,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from trajectory_lake._json import loads
+from trajectory_lake._json import json_objects, loads
 from trajectory_lake.adapters._base import (
     Adapter,
     RunGroup,
@@ -303,14 +303,7 @@ def _submitted_instances(run_dir: Path) -> set[str]:
     jsonl, keyed = run_dir / "all_preds.jsonl", run_dir / "preds.json"
     try:
         if jsonl.is_file():
-            with jsonl.open("rb") as handle:
-                for line in handle:
-                    try:
-                        record = loads(line) if line.strip() else None
-                    except (ValueError, RecursionError):
-                        continue
-                    if isinstance(record, dict) and isinstance(record.get("instance_id"), str):
-                        ids.add(record["instance_id"])
+            ids.update(r["instance_id"] for r in json_objects(jsonl) if isinstance(r.get("instance_id"), str))
         elif keyed.is_file():
             document = loads(keyed.read_bytes())
             if isinstance(document, dict):
