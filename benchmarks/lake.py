@@ -16,10 +16,11 @@ and so each task, on one of eight SWE-bench benchmarks), then prints one table:
   quarter concatenated into ONE file, which ingest reads in line-aligned parts. Target: flat in input
   size.
 * **slice query**: one benchmark + the ``resolved`` label (every labelled candidate, then only the
-  resolved ones: ``label_min = 1``) via ``resolve_slice`` + ``scan_slice``,
-  against a full scan (candidates, outcomes and tasks read whole into polars, filtered and joined in
-  memory) and DuckDB over the same tables' ``to_pyarrow_dataset()`` (projection/filter pushdown into
-  the Parquet scan). DuckDB is optional (``pip install duckdb``); its row is skipped without it.
+  resolved ones: ``label_min = 1``) via ``resolve_slice`` + ``scan_slice``, against a full scan that
+  builds the same rows (the five tables' needed columns read from every file, no partition pruning
+  or file skipping, then filtered and joined in memory; the run stops if its rows differ from the
+  slice's) and DuckDB over the same tables' ``to_pyarrow_dataset()`` (projection/filter pushdown
+  into the Parquet scan). DuckDB is optional (``pip install duckdb``); its row is skipped without it.
 
 Usage::
 
@@ -58,7 +59,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from trajectory_lake import Lake
-from trajectory_lake.slices import SliceSpec, resolve_slice, scan_slice, scan_steps
+from trajectory_lake.slices import SliceSpec, resolve_slice, scan_slice, scan_steps, task_buckets
 
 SAMPLE = (
     Path(__file__).resolve().parents[2]
@@ -413,48 +414,97 @@ def _parse_file(path: str) -> int:
         return sum(1 for line in handle if line.strip() and decoder.decode(line) is not None)
 
 
+# The columns a slice row takes from each table: the full scan reads every file of these tables (no
+# partition pruning, no file skipping), these columns only, and builds the same rows in memory.
+_SCAN_COLUMNS = {
+    "candidates": ["candidate_id", "trajectory_id", "task_id", "run_id", "benchmark", "kind", "step_index",
+                   "content", "content_sha256"],
+    "outcomes": ["candidate_id", "name", "value"],
+    "trajectories": ["trajectory_id", "domain", "harness", "model", "exit_status", "n_steps"],
+    "runs": ["run_id", "name", "model", "harness"],
+    "tasks": ["task_id", "prompt", "benchmark", "repo", "domain"],
+}
+
+
+def _whole(lake: Lake, table: str) -> pl.DataFrame:
+    return pl.from_arrow(lake.delta_table(table).to_pyarrow_table(columns=_SCAN_COLUMNS[table]))
+
+
 def full_scan(lake: Lake, benchmark: str, label_min: float | None = None, *, frame: bool = False) -> Any:
-    """Read candidates, outcomes and tasks whole (no pushdown), filter and join in memory."""
-    candidates = pl.from_arrow(lake.delta_table("candidates").to_pyarrow_table())
-    outcomes = pl.from_arrow(lake.delta_table("outcomes").to_pyarrow_table())
-    tasks = pl.from_arrow(lake.delta_table("tasks").to_pyarrow_table())
+    """The slice's rows without pruning: the five tables' needed columns read from every file, then
+    filtered and joined in memory, with the same label, benchmark, domain, harness/model and split rules
+    as ``scan_slice`` (``query_slice`` checks the rows are the same)."""
+    candidates, outcomes, trajectories, runs, tasks = (
+        _whole(lake, t) for t in ("candidates", "outcomes", "trajectories", "runs", "tasks")
+    )
     labels = (
         outcomes.filter(pl.col("name") == "resolved")
-        .group_by("candidate_id")
-        .agg(label=pl.col("value").mean())
+        .group_by("candidate_id").agg(label=pl.col("value").mean(), label_count=pl.len())
         .filter(pl.col("label") >= (label_min if label_min is not None else float("-inf")))
     )
+    # In the order a careful in-memory query takes: the benchmark decided on the small columns first,
+    # then the wide ones (content was read; the prompts are joined to the kept rows only).
     rows = (
         candidates.filter(
             (pl.col("kind") == "patch") & (pl.col("content").fill_null("").str.strip_chars() != "")
         )
         .join(labels, on="candidate_id")
-        .join(
-            tasks.filter(pl.col("benchmark") == benchmark).select("task_id", "prompt", "benchmark", "repo"),
-            on="task_id",
-        )
+        .join(tasks.select("task_id", task_benchmark="benchmark", task_domain="domain"), on="task_id",
+              how="left")
+        .with_columns(benchmark=pl.coalesce("benchmark", "task_benchmark"))
+        .filter(pl.col("benchmark") == benchmark)
+        .join(trajectories, on="trajectory_id", how="left")
+        .join(runs.select("run_id", run_name="name", run_model="model", run_harness="harness"),
+              on="run_id", how="left")
+        .with_columns(harness=pl.coalesce("harness", "run_harness"), model=pl.coalesce("model", "run_model"),
+                      domain=pl.coalesce("task_domain", "domain"))
+        .join(tasks.select("task_id", "prompt", "repo"), on="task_id", how="left")
+    )
+    rows = _with_split(rows).with_columns(n_duplicates=pl.lit(1, dtype=pl.UInt32)).drop(
+        "run_harness", "run_model", "task_benchmark", "task_domain"
     )
     return rows if frame else rows.height
 
 
+def _with_split(rows: pl.DataFrame) -> pl.DataFrame:
+    """``rows`` with the split a default spec gives them (tasks hashed as ``slices.task_buckets`` does;
+    ``val_fraction`` 0.2, no test split)."""
+    bucket = pl.Series(task_buckets(rows["task_id"].to_list()))
+    return rows.with_columns(split=pl.when(bucket < 0.2).then(pl.lit("val")).otherwise(pl.lit("train")))
+
+
+def _same_rows(harvest: pl.DataFrame, full: pl.DataFrame) -> bool:
+    """Whether the full scan built the slice's rows: the same columns and values, row for row by id."""
+    return harvest.sort("candidate_id").equals(full.select(harvest.columns).sort("candidate_id"))
+
+
 def duckdb_query(lake: Lake, benchmark: str, label_min: float | None = None) -> int:
+    """The slice's rows by DuckDB over the tables' Arrow datasets (projection and filter pushdown), the
+    split assigned from the same task hash afterwards."""
     import duckdb
 
     con = duckdb.connect()
-    for table in ("candidates", "outcomes", "tasks"):
+    for table in _SCAN_COLUMNS:
         con.register(table, lake.delta_table(table).to_pyarrow_dataset())
-    rows = con.sql(
+    rows = pl.from_arrow(con.sql(
         """
-        WITH labels AS (SELECT candidate_id, avg(value) AS label FROM outcomes WHERE name = 'resolved'
-                        GROUP BY candidate_id HAVING avg(value) >= $label_min)
-        SELECT c.candidate_id, c.trajectory_id, c.task_id, c.content, l.label, t.prompt, t.benchmark, t.repo
-        FROM candidates c JOIN labels l USING (candidate_id) JOIN tasks t USING (task_id)
-        WHERE c.kind = 'patch' AND trim(coalesce(c.content, '')) <> '' AND t.benchmark = $benchmark
+        WITH labels AS (SELECT candidate_id, avg(value) AS label, count(*) AS label_count FROM outcomes
+                        WHERE name = 'resolved' GROUP BY candidate_id HAVING avg(value) >= $label_min)
+        SELECT c.candidate_id, c.trajectory_id, c.task_id, c.run_id,
+               coalesce(c.benchmark, t.benchmark) AS benchmark, c.kind, c.step_index, c.content,
+               c.content_sha256, l.label, l.label_count, coalesce(t.domain, j.domain) AS domain,
+               coalesce(j.harness, r.harness) AS harness, coalesce(j.model, r.model) AS model,
+               j.exit_status, j.n_steps, r.name AS run_name, t.prompt, t.repo
+        FROM candidates c JOIN labels l ON l.candidate_id = c.candidate_id
+             LEFT JOIN trajectories j ON j.trajectory_id = c.trajectory_id
+             LEFT JOIN runs r ON r.run_id = c.run_id LEFT JOIN tasks t ON t.task_id = c.task_id
+        WHERE c.kind = 'patch' AND trim(coalesce(c.content, '')) <> ''
+              AND coalesce(c.benchmark, t.benchmark) = $benchmark
         """,
         params={"benchmark": benchmark, "label_min": label_min if label_min is not None else float("-inf")},
-    ).to_arrow_table()
+    ).to_arrow_table())
     con.close()
-    return rows.num_rows
+    return _with_split(rows).height
 
 
 def query_slice(lake: Lake, benchmark: str, label_min: float | None, repeat: int) -> dict[str, Any]:
@@ -467,6 +517,9 @@ def query_slice(lake: Lake, benchmark: str, label_min: float | None, repeat: int
         t_duck, duck_rows = _time(lambda: duckdb_query(lake, benchmark, label_min), repeat)
     except ImportError:
         t_duck, duck_rows = None, None
+    full = full_scan(lake, benchmark, label_min, frame=True)
+    if not _same_rows(scan_slice(lake, manifest).collect(), full):
+        raise SystemExit(f"full scan rows differ from the slice's (label_min {label_min}): not comparable")
     out = {"label_min": label_min, "resolve": t_resolve, "scan": t_scan, "rows": rows, "full": t_full,
            "full_rows": full_rows, "duck": t_duck, "duck_rows": duck_rows}
     if label_min is not None:  # what export_slice and context-reading training read: the rows' steps too
@@ -508,7 +561,7 @@ def print_slice_rows(slices: list[dict[str, Any]], benchmark: str, n_candidates:
         for name, t in (
             ("  harvest resolve_slice", q["resolve"]),
             ("  harvest scan_slice(...).collect()", q["scan"]),
-            ("  full scan: 3 tables whole into polars + filter", q["full"]),
+            ("  full scan: the same rows from every file", q["full"]),
             ("  duckdb over to_pyarrow_dataset() (pushdown)", q["duck"]),
         ):
             shown = "n/a" if t is None else f"{t:.3f}"
@@ -523,7 +576,7 @@ def print_slice_rows(slices: list[dict[str, Any]], benchmark: str, n_candidates:
             for name, (t, _) in (
                 ("  harvest: scan_slice + scan_steps (pruned)", steps["harvest"]),
                 ("  scan_slice + steps filtered on ids only", steps["ids"]),
-                ("  full scan: 4 tables whole into polars + filter", steps["full"]),
+                ("  full scan: the same rows + steps, every file", steps["full"]),
             ):
                 print(f"{name:<52}{t:>9.3f}{'':>26}{t / base:>8.2f}")
             print(f"{'  full scan / harvest (target >= 10x)':<52}{base / steps['harvest'][0]:>9.1f}x")
