@@ -34,7 +34,9 @@ lake holds (at its current version) and those this ingest writes, and written in
 rollout ``attempt=0`` (every SWE adapter gives the submitted rollout attempt 0, so a prediction and a
 trajectory of it agree). The task is ``swe-bench/<instance_id>``, but in a run of benchmark ``swe-gym``:
 OpenHands evaluates SWE-Gym with the SWE-bench harness and names its tasks ``swe-gym/<instance_id>``
-(``adapters.openhands``, whose outcomes of those reports have the evaluator ``swe-gym``). The candidate's id
+(``adapters.openhands``, whose outcomes of those reports have the evaluator ``swe-gym``), and
+``swe-bench-pro/<instance_id>`` in a run of benchmark ``swe-bench-pro`` (SWE-bench Pro, labelled by its own
+harness's ``eval_results.json`` and ``infra_errors.json``, evaluator ``swe-bench``). The candidate's id
 follows from the run and the task, and the outcome is built by :func:`make_outcome` with the evaluator and
 source of a report read with its predictions: ingesting the report and the predictions together, one after
 the other in either order, or again, writes the same outcome rows once.
@@ -81,6 +83,7 @@ from trajectory_lake.adapters.openhands import SWE_GYM
 from trajectory_lake.adapters.swebench import (
     FAMILY,
     MULTI_FAMILY,
+    PRO_FAMILY,
     REPORT_EVALUATOR,
     SB_CLI_DIR,
     run_summary_of,
@@ -121,8 +124,10 @@ _NODE_LABEL = re.compile(r"@node_\d+$")  # adapters._base.node_label: a moatless
 # Multi-SWE-bench's harness writes each instance's report to <workdir>/<org>/<repo>/evals/pr-<N>/report.json.
 _MSB_EVAL = re.compile(r"^pr-\d+$")
 _CANDIDATE_COLUMNS = ("candidate_id", "trajectory_id", "task_id", "benchmark")
-# The task families the SWE-bench harness's reports label, each with the evaluator of their outcomes.
-_EVALUATORS = {FAMILY: REPORT_EVALUATOR, MULTI_FAMILY: REPORT_EVALUATOR, SWE_GYM: SWE_GYM}
+# The task families the SWE-bench harness's reports label, each with the evaluator of their outcomes
+# (SWE-bench Pro's harness writes reports of its own, eval_results.json and infra_errors.json, read alike).
+_EVALUATORS = {FAMILY: REPORT_EVALUATOR, MULTI_FAMILY: REPORT_EVALUATOR, PRO_FAMILY: REPORT_EVALUATOR,
+               SWE_GYM: SWE_GYM}
 _RUN_COLUMNS = ("run_id", "name", "model", "benchmark")
 
 logger = logging.getLogger(__name__)
@@ -256,8 +261,8 @@ def _family(run: Mapping[str, Any]) -> str:
     Examples:
         >>> _family({"benchmark": "swe-gym"}), _family({"benchmark": "swe-bench-lite"})
         ('swe-gym', 'swe-bench')
-        >>> _family({"benchmark": "multi-swe-bench"})
-        'multi-swe-bench'
+        >>> _family({"benchmark": "multi-swe-bench"}), _family({"benchmark": "swe-bench-pro"})
+        ('multi-swe-bench', 'swe-bench-pro')
     """
     return SWE_GYM if run.get("benchmark") == SWE_GYM else task_family(run.get("benchmark"))
 

@@ -725,15 +725,67 @@ class TestOpenHandsBenchmarksFolder:
         assert report.total("quarantined") == 0 and report.warnings == []
         assert report.sources[results.resolve().as_uri()] == "swebench-report"
         outcomes = lake.read("outcomes").select("outcome_id", "candidate_id", "task_id", "name", "value")
+        # SWE-bench Pro is a dataset of its own (the run's metadata names ScaleAI/SWE-bench_Pro)
         assert sorted((r["task_id"], r["name"], r["value"]) for r in outcomes.to_dicts()) == [
-            (f"swe-bench/{resolved}", "resolved", 1.0),
-            (f"swe-bench/{failed}", "resolved", 0.0),
+            (f"swe-bench-pro/{resolved}", "resolved", 1.0),
+            (f"swe-bench-pro/{failed}", "resolved", 0.0),
         ]
+        assert set(lake.read("tasks")["benchmark"]) == {"swe-bench-pro"}
+        assert set(lake.read("trajectories")["task_id"]) == {f"swe-bench-pro/{i}" for i in (resolved, failed)}
         assert set(outcomes["candidate_id"]) == set(lake.read("candidates")["candidate_id"])
         # the ids output.report.json's labels take (make_outcome: candidate, name, source, evaluator), so
         # ingesting both files, together or apart, writes each outcome once
         ids = {stable_id("outcome", c, "resolved", "harness", "swe-bench") for c in outcomes["candidate_id"]}
         assert set(outcomes["outcome_id"]) == ids
+
+
+    @pytest.mark.parametrize("order", ["together", "results later"])
+    def test_a_swe_bench_pro_infrastructure_error_is_no_failure(self, order, tmp_path):
+        # swe_bench_pro_eval.py keeps an instance whose evaluation never ran (InfrastructureError: an image it
+        # could not pull) out of eval_results.json and writes it to infra_errors.json {instance_id: error};
+        # each instance's folder <output_dir>/<id>/ holds the parser's test results, <prefix>_output.json
+        # {"tests": [{name, status}]} (and its workspace copy), the patch, the logs and the entry script.
+        resolved = "instance_NodeBB__NodeBB-04998908ba6721d64eba79ae3b65a351dcfbc5b5-vnan"
+        broken = "instance_qutebrowser__qutebrowser-f91ace96223cac8161c16dd061907e138fe85111-v059c6fdc7556"
+        run = tmp_path / "ScaleAI__SWE-bench_Pro-test" / "gpt-5_sdk_1a2b3c4_maxiter_100_N_v1"
+        run.mkdir(parents=True)
+        metadata = {"llm": {"model": "gpt-5"}, "dataset": "ScaleAI/SWE-bench_Pro", "dataset_split": "test",
+                    "max_iterations": 100, "eval_output_dir": str(run)}
+        (run / "metadata.json").write_text(json.dumps(metadata), encoding="utf-8")
+        write_jsonl(run / "output.jsonl", [_v1_line(i, 1, with_attempt=True) for i in (resolved, broken)])
+        evaluated = run / "output.swebenchpro_eval"
+        tests = {"tests": [{"name": "test/user.js | works", "status": "PASSED"},
+                           {"name": "test/user.js | other", "status": "FAILED"}]}
+        (evaluated / resolved / "workspace").mkdir(parents=True)
+        (evaluated / resolved / "OpenHands_output.json").write_text(json.dumps(tests), encoding="utf-8")
+        (evaluated / resolved / "workspace" / "output.json").write_text(json.dumps(tests), encoding="utf-8")
+        for name in ("OpenHands_patch.diff", "OpenHands_stdout.log", "OpenHands_entryscript.sh"):
+            (evaluated / resolved / name).write_text("x\n", encoding="utf-8")
+        (evaluated / broken).mkdir()
+        (evaluated / broken / "OpenHands_patch.diff").write_text(V1_PATCH, encoding="utf-8")
+        results = {evaluated / "eval_results.json": json.dumps({resolved: True}),
+                   evaluated / "infra_errors.json": json.dumps({broken: "Failed to pull image: 404"}, indent=2)}
+        lake = Lake(tmp_path / "lake")
+        if order == "results later":
+            ingest([run / "metadata.json", run / "output.jsonl"], lake)
+        for path, text in results.items():
+            path.write_text(text, encoding="utf-8")
+        report = ingest([run], lake)
+        assert report.total("quarantined") == 0 and report.warnings == []
+        assert report.sources[(evaluated / "infra_errors.json").resolve().as_uri()] == "swebench-report"
+        for path in (evaluated / resolved / "OpenHands_output.json", evaluated / resolved / "workspace/output.json"):
+            assert report.ignored[str(path)].startswith(
+                "swebench-pro-tests: the SWE-bench Pro harness's test results of one instance (1 of 2 passed"
+            )
+        assert str(evaluated / resolved / "OpenHands_patch.diff") in report.skipped
+        outcomes = lake.read("outcomes")
+        rows = outcomes.to_dicts()
+        assert sorted((r["task_id"], r["name"], r["value"], r["evaluator"]) for r in rows) == [
+            (f"swe-bench-pro/{resolved}", "resolved", 1.0, "swe-bench"),
+            # never scored: no resolved label, the infrastructure error recorded as its own outcome
+            (f"swe-bench-pro/{broken}", "infra_error", 1.0, "swe-bench"),
+        ]
+        assert lake.read("quarantine").height == 0
 
 
 class TestOutsideAnEvaluationFolder:

@@ -887,3 +887,71 @@ class TestSweAgent0xRunInTwoIngests:
         assert trajectory["n_steps"] > 0  # the trajectory file's rollout, which the prediction joined
         (candidate,) = lake.read("candidates").to_dicts()
         assert candidate["content"] == patch
+
+
+class TestSweBenchProHarnessOutput:
+    """What scaleapi/SWE-bench_Pro-os's ``swe_bench_pro_eval.py`` writes into its ``--output_dir``:
+    ``eval_results.json`` ``{instance_id: passed}`` and ``infra_errors.json`` ``{instance_id: error}`` (the
+    instances never scored, kept out of eval_results.json; ``{}`` when none), and per instance
+    ``<instance_id>/<prefix>_output.json`` (the parser's ``{"tests": [{name, status}]}``) beside the patch,
+    logs and entry script."""
+
+    PASSED = "instance_NodeBB__NodeBB-04998908ba6721d64eba79ae3b65a351dcfbc5b5-vnan"
+    FAILED = "instance_ansible__ansible-f327e65d11bb905ed9f15996024f857a95592629-vba6da65a0f3baefd"
+    BROKEN = "instance_qutebrowser__qutebrowser-f91ace96223cac8161c16dd061907e138fe85111-v059c6fdc7556"
+
+    def _run(self, root: Path, infra_errors: dict[str, str]) -> Path:
+        # the predictions the harness was given (its --patch_path holds the same patches) as the run's folder,
+        # evaluated with --output_dir <run>: the harness's files beside them
+        run = root / "swe-bench-pro" / "my_run"
+        run.mkdir(parents=True)
+        write_jsonl(run / "all_preds.jsonl", [
+            {"instance_id": i, "model_name_or_path": "my_model", "model_patch": f"diff --git a/{n} b/{n}\n"}
+            for n, i in enumerate((self.PASSED, self.FAILED, self.BROKEN))
+        ])
+        (run / "eval_results.json").write_text(json.dumps({self.PASSED: True, self.FAILED: False}))
+        (run / "infra_errors.json").write_text(json.dumps(infra_errors, indent=2))
+        (run / self.PASSED / "workspace").mkdir(parents=True)
+        tests = {"tests": [{"name": "test/a.js | works", "status": "PASSED"}]}
+        (run / self.PASSED / "_output.json").write_text(json.dumps(tests))  # the harness's default prefix ""
+        (run / self.PASSED / "workspace" / "output.json").write_text(json.dumps(tests))
+        (run / self.PASSED / "_stdout.log").write_text("ok\n")
+        return run
+
+    def test_an_infrastructure_error_is_recorded_and_never_a_failure(self, tmp_path):
+        run = self._run(tmp_path, {self.BROKEN: "Could not start container: 404"})
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run], lake)
+        assert report.total("quarantined") == 0 and report.warnings == []
+        assert report.sources[(run / "infra_errors.json").resolve().as_uri()] == "swebench-report"
+        assert report.ignored[str(run / self.PASSED / "_output.json")].startswith(
+            "swebench-pro-tests: the SWE-bench Pro harness's test results of one instance (1 of 1 passed;"
+        )
+        assert str(run / self.PASSED / "_stdout.log") in report.skipped
+        labelled = lake.read("candidates").join(lake.read("outcomes"), on="candidate_id", how="left")
+        assert sorted((r["task_id"], r["name"], r["value"]) for r in labelled.to_dicts()) == [
+            (f"swe-bench-pro/{self.PASSED}", "resolved", 1.0),
+            (f"swe-bench-pro/{self.FAILED}", "resolved", 0.0),
+            # never scored: no resolved label, the infrastructure error recorded as its own outcome
+            (f"swe-bench-pro/{self.BROKEN}", "infra_error", 1.0),
+        ]
+
+    def test_the_empty_infra_errors_file_of_a_clean_run_is_read_not_quarantined(self, tmp_path):
+        run = self._run(tmp_path, {})
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run], lake)
+        assert report.total("quarantined") == 0
+        assert report.sources[(run / "infra_errors.json").resolve().as_uri()] == "swebench-report"
+        assert sorted(lake.read("outcomes")["name"]) == ["resolved", "resolved"]
+
+    def test_the_pro_dataset_rows_are_the_tasks_the_predictions_are_of(self, tmp_path):
+        run = self._run(tmp_path, {})
+        row = {"instance_id": self.PASSED, "repo": "NodeBB/NodeBB", "base_commit": "abc", "patch": "diff",
+               "problem_statement": "Fix the user page", "repo_language": "js", "fail_to_pass": "['t']"}
+        (tmp_path / "ScaleAI__SWE-bench_Pro").mkdir()
+        tasks = write_jsonl(tmp_path / "ScaleAI__SWE-bench_Pro" / "test.jsonl", [row])
+        lake = Lake(tmp_path / "lake")
+        ingest([tasks, run], lake)
+        (task,) = lake.read("tasks").filter(pl.col("task_id").str.contains("NodeBB")).to_dicts()
+        assert (task["task_id"], task["benchmark"], task["prompt"]) == (
+            f"swe-bench-pro/{self.PASSED}", "swe-bench-pro", "Fix the user page")

@@ -96,8 +96,10 @@ the submitted patch a report ingested later labels, the others attempt ``<n>``);
 the harness's run summary that ``eval_infer.py`` moved there; the harness's own ``logs/run_evaluation/``
 (it ran in the folder), whose reports label the run; ``swebenchpro/eval_infer.py``'s
 ``<stem>.swebenchpro_eval/eval_results.json`` (SWE-bench Pro's harness: the verdicts ``<stem>.report.json``
-is written from), which labels the run as that report does, with the same outcomes; and
-``cost_report.jsonl``, listed as ignored.
+is written from), which labels the run as that report does, with the same outcomes, and its
+``infra_errors.json`` (instances never evaluated: an ``infra_error`` outcome, no ``resolved``); and
+``cost_report.jsonl``, listed as ignored. A run whose metadata names the SWE-bench Pro dataset
+(``ScaleAI/SWE-bench_Pro``) has tasks ``swe-bench-pro/<instance_id>`` of benchmark ``swe-bench-pro``.
 """
 
 from __future__ import annotations
@@ -118,7 +120,7 @@ from trajectory_lake._json import json_objects, loads
 from trajectory_lake._secrets import without_secrets
 from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile, sample_matches
 from trajectory_lake.adapters._harness_common import count_or_none
-from trajectory_lake.adapters.swebench import FAMILY, infer_benchmark
+from trajectory_lake.adapters.swebench import FAMILY, PRO_FAMILY, infer_benchmark, task_family
 from trajectory_lake.records import (
     Bundle,
     Quarantined,
@@ -197,8 +199,9 @@ _EDITOR_OBSERVATIONS = frozenset({"edit", "read", "write"})
 _EMPTY = (None, {}, [])
 _VERSION_IN_NOTE = re.compile(r"_N_v?(\d+\.\d+(?:\.\d+)?)")
 # Task families whose candidates the SWE-bench harness's reports in the run folder label (SWE-Gym runs are
-# evaluated with OpenHands' swe_bench scripts and the SWE-bench harness too).
-_HARNESS_LABELLED = frozenset({FAMILY, SWE_GYM})
+# evaluated with OpenHands' swe_bench scripts and the SWE-bench harness too; SWE-bench Pro runs by the Pro
+# harness, whose eval_results.json and the output.report.json written from it label them alike).
+_HARNESS_LABELLED = frozenset({FAMILY, SWE_GYM, PRO_FAMILY})
 _SWE_INSTANCE = re.compile(r"^[A-Za-z0-9_.-]+__[A-Za-z0-9_.-]+-\d+$")
 # OpenHands/benchmarks (benchmarks/utils/iterative.py): each attempt's lines, beside output.jsonl's chosen.
 _CRITIC_ATTEMPT = re.compile(r"^output\.critic_attempt_(\d+)\.jsonl$")
@@ -973,14 +976,24 @@ def _eval_run_name(metadata: Mapping[str, Any], group: RunGroup) -> str:
 
 
 def _eval_task_family(dataset: Any, instance_id: str, path: Path) -> tuple[str, str]:  # noqa: ANN401
-    """``(task family, benchmark)`` of an evaluation instance, from the run's dataset name."""
+    """``(task family, benchmark)`` of an evaluation instance, from the run's dataset name: SWE-bench Pro
+    (``ScaleAI/SWE-bench_Pro``, which OpenHands/benchmarks' ``swebenchpro/run_infer.py`` keeps as the
+    metadata's ``dataset``, and V0's ``swe_bench/run_infer.py --dataset`` as given) is its own family.
+
+    Examples:
+        >>> _eval_task_family("ScaleAI/SWE-bench_Pro", "instance_a__b-1f-vnan", Path("output.jsonl"))
+        ('swe-bench-pro', 'swe-bench-pro')
+        >>> _eval_task_family("princeton-nlp/SWE-bench_Lite", "django__django-11099", Path("output.jsonl"))
+        ('swe-bench', 'swe-bench-lite')
+    """
     text = dataset.lower() if isinstance(dataset, str) else ""
     if re.search(r"multi[-_ ]?swe[-_ ]?bench", text):
         return "multi-swe-bench", "multi-swe-bench"
     if re.search(r"swe[-_ ]?gym", text):
         return SWE_GYM, SWE_GYM
     if re.search(r"swe[-_ ]?bench", text):
-        return FAMILY, infer_benchmark(None, Path(text))
+        benchmark = infer_benchmark(None, Path(text))
+        return task_family(benchmark), benchmark
     if not text:
         if _SWE_INSTANCE.match(instance_id):
             return FAMILY, infer_benchmark(None, path)
@@ -1273,7 +1286,8 @@ class OpenHandsEvalOutput(_LineAdapter):
         if patch is not None and not isinstance(patch, str):
             raise ValueError(f"test_result.git_patch must be a string, got {type(patch).__name__}")
         domain = (
-            "swe" if family in (FAMILY, "multi-swe-bench", SWE_GYM) or patch is not None else "assistant"
+            "swe" if family in (FAMILY, PRO_FAMILY, "multi-swe-bench", SWE_GYM) or patch is not None
+            else "assistant"
         )
         if metadata:
             name = _eval_run_name(metadata, group)
@@ -1401,7 +1415,7 @@ class OpenHandsEvalOutput(_LineAdapter):
                         name=name,
                         value=value,
                         source="harness",
-                        evaluator=benchmark if family != FAMILY else "swe-bench",
+                        evaluator="swe-bench" if family in (FAMILY, PRO_FAMILY) else benchmark,
                     ),
                 )
         return bundle

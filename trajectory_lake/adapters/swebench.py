@@ -27,7 +27,13 @@ Formats (from the SWE-bench harness and the published leaderboard submissions):
 * **SWE-bench Pro results** (labels only) — its harness's ``eval_results.json`` ``{instance_id: passed}``
   (``swe_bench_pro_eval.py``, in its ``--output_dir``: OpenHands/benchmarks' ``swebenchpro/eval_infer.py``
   gives it ``<run>/<stem>.swebenchpro_eval/``, and writes ``<run>/<stem>.report.json`` from it, the same
-  verdicts as a run summary); each verdict is a ``resolved`` label;
+  verdicts as a run summary); each verdict is a ``resolved`` label. Beside it, ``infra_errors.json``
+  ``{instance_id: error}`` lists the instances the harness could not evaluate (an image it could not pull, a
+  container that did not start), which it keeps out of ``eval_results.json``: each is no ``resolved``
+  label but an ``infra_error`` outcome of 1.0 (the error text stays in the file). The per-instance test
+  results ``<instance_id>/<prefix>_output.json`` (and ``workspace/output.json``) are listed as ignored
+  (:class:`SweBenchProTestResults`). Tasks of a place or dataset named SWE-bench Pro are
+  ``swe-bench-pro/<instance_id>`` (benchmark ``swe-bench-pro``);
 * **submission metadata** — a leaderboard submission (``evaluation/<split>/<run>/`` in SWE-bench's
   ``experiments`` repository) describes itself in ``metadata.yaml``: the older flat keys ``name``, ``oss``,
   ``site``, ``verified`` (and ``org_logo``), or, since 2025, ``info`` (``name``, ``logo``, ``site``,
@@ -67,6 +73,7 @@ from trajectory_lake.adapters._beside import batch_exit_statuses, exit_status_re
 from trajectory_lake.records import (
     Bundle,
     Quarantined,
+    Skipped,
     as_bool,
     make_candidate,
     make_outcome,
@@ -77,7 +84,9 @@ from trajectory_lake.records import (
 )
 
 __all__ = [
+    "PRO_FAMILY",
     "SweBenchPredictions",
+    "SweBenchProTestResults",
     "SweBenchReport",
     "SweBenchTasks",
     "infer_benchmark",
@@ -94,6 +103,9 @@ FAMILY = "swe-bench"
 # Multi-SWE-bench's instance ids look like SWE-bench's (<org>__<repo>-<N>) but name other tasks: its own
 # family, the name OpenHands' evaluation gives them too.
 MULTI_FAMILY = "multi-swe-bench"
+# SWE-bench Pro (ScaleAI/SWE-bench_Pro, scaleapi/SWE-bench_Pro-os) is another dataset, with a harness of its
+# own: its tasks are "swe-bench-pro/<instance_id>" (ids like instance_<org>__<repo>-<sha>-v<sha>).
+PRO_FAMILY = "swe-bench-pro"
 _MULTI_RE = re.compile(r"multi[-_ ]?swe[-_ ]?bench")
 # The languages a Multi-SWE-bench submission's folders are named after (multi-swe-bench/experiments:
 # evaluation/<language>/<split>/<run>/).
@@ -116,12 +128,16 @@ _TASK_FIELDS = (
 )
 # The evaluator of the outcomes a SWE-bench harness report gives (``make_outcome``'s, with source "harness").
 REPORT_EVALUATOR = "swe-bench"
+# The outcome of an instance the SWE-bench Pro harness could not evaluate (its infra_errors.json): 1.0.
+INFRA_ERROR = "infra_error"
 # A leaderboard submission's description of itself, beside its predictions (SWE-bench experiments).
 SUBMISSION_METADATA = "metadata.yaml"
 # sb-cli's report folder and its report names (sb_cli_runs).
 SB_CLI_DIR = "sb-cli-reports"
 _SB_CLI_REPORT = re.compile(r"^swe-bench[-_a-z]*__(?:dev|test)__(.+)$", re.IGNORECASE)
-_BENCHMARK_RE = re.compile(r"swe[-_ ]?bench[-_ ]?(lite|verified|multimodal|full|extra|java|multilingual|live)")
+_BENCHMARK_RE = re.compile(
+    r"swe[-_ ]?bench[-_ ]?(lite|verified|multimodal|full|extra|java|multilingual|live|pro(?![a-z]))"
+)
 
 
 def infer_benchmark(value: Any, path: Path) -> str:  # noqa: ANN401 - a field value
@@ -132,6 +148,8 @@ def infer_benchmark(value: Any, path: Path) -> str:  # noqa: ANN401 - a field va
         'swe-bench-lite'
         >>> infer_benchmark(None, Path("evaluation/c++/verified/20250329_MSWE-agent/all_preds.jsonl"))
         'multi-swe-bench'
+        >>> infer_benchmark(None, Path("ScaleAI/SWE-bench_Pro")), infer_benchmark(None, Path("swebench-prod"))
+        ('swe-bench-pro', 'swe-bench')
     """
     if isinstance(value, str) and value:
         return value
@@ -151,8 +169,10 @@ def task_family(benchmark: str | None) -> str:
     Examples:
         >>> task_family("swe-bench-lite"), task_family("multi-swe-bench"), task_family(None)
         ('swe-bench', 'multi-swe-bench', 'swe-bench')
+        >>> task_family("swe-bench-pro")
+        'swe-bench-pro'
     """
-    return MULTI_FAMILY if benchmark == MULTI_FAMILY else FAMILY
+    return benchmark if benchmark in (MULTI_FAMILY, PRO_FAMILY) else FAMILY
 
 
 def summary_name(path: Path) -> str:
@@ -648,7 +668,7 @@ class SweBenchReport(Adapter):
             document = source.document
         except ValueError:
             return False
-        if cls._is_pro_results(source, document):
+        if cls._is_pro_results(source, document) or cls._is_pro_infra_errors(source, document):
             return True
         if not isinstance(document, dict) or not document:
             return False
@@ -675,11 +695,31 @@ class SweBenchReport(Adapter):
             return False
         return all(isinstance(passed, bool) for passed in document.values())
 
+    @staticmethod
+    def _is_pro_infra_errors(source: SourceFile, document: Any) -> bool:  # noqa: ANN401 - any JSON value
+        """Whether a document is the SWE-bench Pro harness's ``infra_errors.json`` ``{instance_id: error}``:
+        the instances whose evaluation never ran (``InfrastructureError``: an image that could not be pulled,
+        a container that could not start), kept out of ``eval_results.json``. The harness writes it beside
+        ``eval_results.json`` on every run, ``{}`` when there were none."""
+        if source.path.name != "infra_errors.json" or not isinstance(document, dict):
+            return False
+        beside = source.path.parent.name.endswith(".swebenchpro_eval") or (
+            source.path.with_name("eval_results.json").is_file()
+        )
+        return (bool(document) or beside) and all(isinstance(error, str) for error in document.values())
+
     def labels(self, source: SourceFile) -> Iterator[tuple[str, dict[str, float]] | Quarantined]:
         document = source.document
         if self._is_pro_results(source, document):
             for instance_id, passed in document.items():
                 yield instance_id, {"resolved": float(passed)}
+            return
+        if self._is_pro_infra_errors(source, document):
+            # Never scored: no ``resolved`` label (a broken environment is no wrong answer), but an
+            # ``infra_error`` outcome of 1.0 says the harness could not evaluate the patch; the error text
+            # stays in the file (an outcome holds a number).
+            for instance_id in document:
+                yield instance_id, {INFRA_ERROR: 1.0}
             return
         if any(k in document for k in self._SUMMARY_KEYS) or isinstance(document.get("resolved"), list):
             name = summary_name(source.path)
@@ -746,3 +786,46 @@ class SweBenchReport(Adapter):
         resolved_set = set(resolved)
         for instance_id in sorted(evaluated):
             yield instance_id, {"resolved": float(instance_id in resolved_set)}
+
+
+class SweBenchProTestResults(Adapter):
+    """The SWE-bench Pro harness's per-instance test results: listed as ignored, with the reason.
+
+    ``swe_bench_pro_eval.py`` (scaleapi/SWE-bench_Pro-os) runs each patch in a container whose entry script
+    ends with the instance's ``parser.py`` writing ``/workspace/output.json`` ``{"tests": [{name, status}]}``
+    (status ``PASSED`` / ``FAILED`` / ``SKIPPED`` / ``ERROR``); it copies that file to
+    ``<output_dir>/<instance_id>/<prefix>_output.json`` (the workspace copy stays in ``<instance_id>/
+    workspace/output.json``, with ``<prefix>_patch.diff``, ``_stdout.log``, ``_stderr.log`` and
+    ``_entryscript.sh`` beside it, which a directory's walk lists as skipped). The verdict is not in it: the
+    harness grades it against the dataset's ``fail_to_pass`` / ``pass_to_pass`` into ``eval_results.json``,
+    which labels the candidate. Nothing of its own to store.
+    """
+
+    name: ClassVar[str] = "swebench-pro-tests"
+    table: ClassVar[str] = "outcomes"
+
+    @classmethod
+    def sniff(cls, source: SourceFile) -> bool:
+        name = source.path.name
+        if not (name == "output.json" or name.endswith("_output.json")) or not source.is_json_document():
+            return False
+        try:
+            document = source.document
+        except ValueError:
+            return False
+        if not isinstance(document, dict) or list(document) != ["tests"]:
+            return False
+        tests = document["tests"]
+        return isinstance(tests, list) and all(
+            isinstance(test, dict) and isinstance(test.get("name"), str) and isinstance(test.get("status"), str)
+            for test in tests
+        )
+
+    def read(self, source: SourceFile, group: RunGroup) -> Iterator[Skipped]:
+        tests = source.document["tests"]
+        passed = sum(test["status"] == "PASSED" for test in tests)
+        yield Skipped(
+            f"the SWE-bench Pro harness's test results of one instance ({passed} of {len(tests)} passed; the "
+            "parser's output.json, swe_bench_pro_eval.py): graded into the verdict of eval_results.json, "
+            "which labels the candidate"
+        )
