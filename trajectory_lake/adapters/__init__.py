@@ -32,7 +32,12 @@ from trajectory_lake.adapters.openhands import (
     OpenHandsResolverOutput,
 )
 from trajectory_lake.adapters.swe_agent import SweAgentTrajectory
-from trajectory_lake.adapters.swebench import SweBenchPredictions, SweBenchReport, SweBenchTasks
+from trajectory_lake.adapters.swebench import (
+    SweBenchPredictions,
+    SweBenchProTestResults,
+    SweBenchReport,
+    SweBenchTasks,
+)
 from trajectory_lake.adapters.tau2_bench import (
     Tau2BenchDiscardArchive,
     Tau2BenchDiscarded,
@@ -86,6 +91,7 @@ ADAPTERS: tuple[type[Adapter], ...] = (
     OpenHandsEvalConversion,
     SweBenchPredictions,
     SweBenchReport,
+    SweBenchProTestResults,  # the Pro harness's <output_dir>/<id>/<prefix>_output.json {tests}: ignored
     OpenHandsEvalOutput,  # JSONL of EvalOutput {instance_id, test_result, instruction, metadata, history, ...}
     OpenHandsEvalMetadata,  # an eval run's metadata.json {agent_class, llm_config, max_iterations, eval_output_dir}
     OpenHandsResolverOutput,  # JSONL of ResolverOutput {issue, git_patch, history, success, ...}
