@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import tomllib
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -122,6 +123,33 @@ def _strings(value: Any, name: str, problems: list[str]) -> tuple[str, ...]:  # 
     return tuple(value)
 
 
+def _time(value: Any, name: str, problems: list[str]) -> datetime | None:  # noqa: ANN401
+    """``value`` (ISO-8601 text, a TOML date-time or a TOML date, read as midnight) as an aware datetime;
+    one without a zone is read as UTC."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            problems.append(f"{name} must be an ISO-8601 time, got {value!r}")
+            return None
+    elif isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
+    elif value is not None and not isinstance(value, datetime):
+        problems.append(f"{name} must be an ISO-8601 time or a TOML date-time, got {value!r}")
+        return None
+    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+
+def _number(value: Any, name: str, problems: list[str], *, optional: bool = False) -> bool:  # noqa: ANN401
+    """Whether ``value`` is a finite number (or, when ``optional``, None); if not, says so in ``problems``."""
+    if value is None and optional:
+        return True
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        problems.append(f"{name} must be a finite number, got {value!r}")
+        return False
+    return True
+
+
 @dataclass(frozen=True, kw_only=True)
 class SliceSpec:
     """What a slice selects. Empty filter lists mean "no filter"."""
@@ -176,37 +204,47 @@ class SliceSpec:
                      "exclude_exit_statuses"):
             object.__setattr__(self, name, _strings(getattr(self, name), name, problems))
         for name in ("ingested_after", "ingested_before", "as_of"):
-            value = getattr(self, name)
-            if isinstance(value, str):
-                try:
-                    value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-                except ValueError:
-                    problems.append(f"{name} must be an ISO-8601 time, got {value!r}")
-                    continue
-            if isinstance(value, datetime) and value.tzinfo is None:
-                value = value.replace(tzinfo=UTC)
-            object.__setattr__(self, name, value)
-        if not (0 <= self.val_fraction < 1 and 0 <= self.test_fraction < 1 and self.val_fraction + self.test_fraction < 1):
+            object.__setattr__(self, name, _time(getattr(self, name), name, problems))
+        if (isinstance(self.ingested_after, datetime) and isinstance(self.ingested_before, datetime)
+                and self.ingested_after >= self.ingested_before):
+            problems.append(f"ingested_after ({self.ingested_after.isoformat()}) is not before "
+                            f"ingested_before ({self.ingested_before.isoformat()}): no row can match")
+        if not isinstance(self.label, str) or not self.label:
+            problems.append(f"label must be an outcome name (a non-empty string), got {self.label!r}")
+        for name in ("labelled_only", "drop_empty", "dedup"):
+            if not isinstance(getattr(self, name), bool):
+                problems.append(f"{name} must be true or false, got {getattr(self, name)!r}")
+        for name in ("split_seed", "balance_seed"):
+            if isinstance(getattr(self, name), bool) or not isinstance(getattr(self, name), int):
+                problems.append(f"{name} must be an integer, got {getattr(self, name)!r}")
+        numbers = [n for n in ("val_fraction", "test_fraction", "balance_ratio", "label_min", "label_max")
+                   if _number(getattr(self, n), n, problems, optional=n.startswith("label_"))]
+        val, test = self.val_fraction, self.test_fraction
+        if {"val_fraction", "test_fraction"} <= set(numbers) and not (
+                0 <= val < 1 and 0 <= test < 1 and val + test < 1):
             problems.append("val_fraction and test_fraction must be in [0, 1) and sum to less than 1")
-        for name in ("label_min", "label_max"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-                problems.append(f"{name} must be a number, got {value!r}")
-        if (isinstance(self.label_min, int | float) and isinstance(self.label_max, int | float)
+        if ({"label_min", "label_max"} <= set(numbers) and None not in (self.label_min, self.label_max)
                 and self.label_min > self.label_max):
             problems.append(f"label_min ({self.label_min}) is above label_max ({self.label_max}): no row can match")
         if not self.labelled_only and (self.label_min is not None or self.label_max is not None):
             problems.append("label_min/label_max keep labelled candidates only; they need labelled_only = true")
         if self.balance not in ("none", "downsample"):
             problems.append(f"balance must be none or downsample, got {self.balance!r}")
-        if self.balance_ratio <= 0:
+        if "balance_ratio" in numbers and self.balance_ratio <= 0:
             problems.append(f"balance_ratio must be > 0, got {self.balance_ratio}")
         if self.versions is not None and self.as_of is not None:
             problems.append("pin either versions or as_of, not both")
-        if self.versions is not None:
+        if self.versions is not None and not isinstance(self.versions, Mapping):
+            problems.append(f"versions must be a table of table = version, e.g. {{candidates = 3}}, "
+                            f"got {self.versions!r}")
+        elif self.versions is not None:
             unknown = sorted(set(self.versions) - set(SLICE_TABLES))
             if unknown:
                 problems.append(f"versions names unknown tables {unknown}; a slice reads {list(SLICE_TABLES)}")
+            wrong = {t: v for t, v in self.versions.items()
+                     if isinstance(v, bool) or not isinstance(v, int) or v < 0}
+            if wrong:
+                problems.append(f"versions must be table versions (integers >= 0), got {wrong}")
             object.__setattr__(self, "versions", dict(self.versions))
         if problems:
             raise ValueError(f"invalid slice spec {self.name!r}: " + "; ".join(problems))
@@ -232,17 +270,32 @@ class SliceSpec:
         Raises:
             ValueError: unknown keys or invalid values.
         """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"a slice spec is a table of options, got {data!r}")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown slice options {unknown}; known: {sorted(known)}")
+        if "name" not in data:
+            raise ValueError("a slice spec needs a name (name = \"...\")")
         return cls(**dict(data))
 
 
 def load_spec(path: str | Path) -> SliceSpec:
-    """A :class:`SliceSpec` from a TOML file (its ``[slice]`` table, or the top level)."""
+    """A :class:`SliceSpec` from a TOML file (its ``[slice]`` table, or the top level).
+
+    Raises:
+        ValueError: invalid TOML, unknown or invalid options, or options outside a ``[slice]`` table
+            that the file has (they would be ignored).
+    """
     data = tomllib.loads(Path(path).read_text())
-    return SliceSpec.from_dict(data.get("slice", data))
+    if "slice" not in data:
+        return SliceSpec.from_dict(data)
+    outside = sorted(set(data) - {"slice"})
+    if outside:
+        raise ValueError(f"{outside} sit outside the [slice] table and would be ignored: "
+                         "put every option under [slice] (TOML keys before a table header are top-level)")
+    return SliceSpec.from_dict(data["slice"])
 
 
 @dataclass(frozen=True)

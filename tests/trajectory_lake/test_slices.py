@@ -54,7 +54,7 @@ class TestSpec:
             SliceSpec(name="x", kind="diff", runs=[1], val_fraction=1.5)
 
     def test_label_bounds_are_checked(self):
-        with pytest.raises(ValueError, match="label_min must be a number.*label_max"):
+        with pytest.raises(ValueError, match="label_min must be a finite number.*label_max"):
             SliceSpec(name="x", label_min="1", label_max=True)
         with pytest.raises(ValueError, match=r"label_min \(1\) is above label_max \(0.5\)"):
             SliceSpec(name="x", label_min=1, label_max=0.5)
@@ -74,6 +74,50 @@ class TestSpec:
     def test_times_are_parsed_as_utc(self):
         spec = SliceSpec(name="x", ingested_after="2026-01-01T00:00:00")
         assert spec.ingested_after == datetime(2026, 1, 1, tzinfo=UTC)
+
+    def test_a_toml_date_is_midnight_utc_and_the_spec_still_serialises(self, tmp_path):
+        path = tmp_path / "s.toml"
+        path.write_text('[slice]\nname = "x"\ningested_after = 2026-01-01\nas_of = 2026-02-01T10:00:00\n')
+        spec = load_spec(path)
+        assert spec.ingested_after == datetime(2026, 1, 1, tzinfo=UTC)
+        assert spec.as_of == datetime(2026, 2, 1, 10, tzinfo=UTC)
+        assert json.loads(canonical_json(spec.to_dict()))["ingested_after"] == "2026-01-01T00:00:00+00:00"
+
+    @pytest.mark.parametrize(("toml", "message"), [
+        ('val_fraction = "0.2"', "val_fraction must be a finite number, got '0.2'"),
+        ("balance_ratio = inf", "balance_ratio must be a finite number, got inf"),
+        ('dedup = "false"', "dedup must be true or false, got 'false'"),
+        ("labelled_only = 0", "labelled_only must be true or false, got 0"),
+        ('split_seed = "7"', "split_seed must be an integer, got '7'"),
+        ("label = 1", "label must be an outcome name"),
+        ("ingested_after = 12", "ingested_after must be an ISO-8601 time or a TOML date-time, got 12"),
+        ("ingested_after = 2026-03-01\ningested_before = 2026-02-01",
+         "ingested_after (2026-03-01T00:00:00+00:00) is not before ingested_before"),
+        ('versions = {candidates = "3"}', "versions must be table versions (integers >= 0), got {'candidates': '3'}"),
+        ("versions = [3]", "versions must be a table of table = version"),
+    ])
+    def test_wrong_types_and_conflicts_name_the_key(self, tmp_path, toml, message):
+        path = tmp_path / "s.toml"
+        path.write_text(f'[slice]\nname = "x"\n{toml}\n')
+        with pytest.raises(ValueError) as raised:
+            load_spec(path)
+        assert message in str(raised.value)
+
+    def test_options_outside_the_slice_table_are_refused_not_ignored(self, tmp_path):
+        path = tmp_path / "s.toml"
+        path.write_text('benchmarks = ["swe-bench-lite"]\n\n[slice]\nname = "x"\n')
+        with pytest.raises(ValueError, match=r"\['benchmarks'\] sit outside the \[slice\] table"):
+            load_spec(path)
+        path.write_text('[slice]\nkind = "patch"\n')
+        with pytest.raises(ValueError, match="needs a name"):
+            load_spec(path)
+
+    def test_harvest_slice_reports_a_wrongly_typed_option_without_a_traceback(self, tmp_path):
+        path = tmp_path / "s.toml"
+        path.write_text('[slice]\nname = "x"\nval_fraction = "0.2"\n')
+        result = CliRunner().invoke(main, ["slice", str(path), "--lake", str(tmp_path / "lake")])
+        assert result.exit_code == 2 and result.exception is not None
+        assert "val_fraction must be a finite number" in result.output and "Traceback" not in result.output
 
 
 class TestResolve:
