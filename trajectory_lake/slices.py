@@ -645,29 +645,36 @@ def slice_dataset(lake: Lake, manifest: SliceManifest, *, split: Split | None = 
                   rank: int | None = None, world_size: int | None = None) -> Any:  # noqa: ANN401 - torch IterableDataset
     """A torch ``IterableDataset`` of the slice's rows (dicts), sharded by distributed rank and loader worker.
 
-    Rank and world size default to ``torch.distributed`` when it is initialised, else (0, 1). Each
-    (rank, worker) sees every ``world_size * num_workers``-th row, so the shards are disjoint and
-    together cover the slice exactly once.
+    Rank and world size default to ``torch.distributed`` when it is initialised, else (0, 1); pass both
+    or neither. A rank takes every ``world_size``-th row from its rank on, whatever the number of loader
+    workers, and its workers split those rows the same way: the shards are disjoint, together cover
+    the slice exactly once, and ``len`` is the number of rows a rank's loader yields.
+
+    Raises:
+        ValueError: only one of ``rank`` and ``world_size``, or ``rank`` outside ``[0, world_size)``.
     """
     import torch
     from torch.utils.data import IterableDataset, get_worker_info
 
-    rows = scan_slice(lake, manifest, split=split).collect().to_dicts()
+    if (rank is None) != (world_size is None):
+        raise ValueError(f"pass both rank and world_size or neither, got rank={rank}, world_size={world_size}")
     if rank is None or world_size is None:
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             rank, world_size = torch.distributed.get_rank(), torch.distributed.get_world_size()
         else:
             rank, world_size = 0, 1
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank must be in [0, world_size), got rank={rank}, world_size={world_size}")
+    rows = scan_slice(lake, manifest, split=split).collect().to_dicts()[rank::world_size]
 
     class _SliceDataset(IterableDataset):  # type: ignore[type-arg]
         def __iter__(self) -> Iterator[dict[str, Any]]:
             worker = get_worker_info()
             workers, worker_id = (worker.num_workers, worker.id) if worker else (1, 0)
-            shard, shards = rank * workers + worker_id, world_size * workers
-            return iter(rows[shard::shards])
+            return iter(rows[worker_id::workers])
 
         def __len__(self) -> int:
-            return len(rows[rank::world_size])
+            return len(rows)
 
     return _SliceDataset()
 

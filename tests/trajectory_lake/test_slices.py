@@ -335,6 +335,19 @@ class TestOutputs:
             seen += [row["candidate_id"] for row in loader]
         assert len(seen) == len(set(seen)) == manifest.counts["splits"]["train"]["rows"]
 
+    def test_a_ranks_rows_and_length_do_not_depend_on_the_loader_workers(self, lite_lake, manifest):
+        rows = scan_slice(lite_lake, manifest, split="train").collect()["candidate_id"].to_list()
+        for rank in (0, 1):
+            dataset = slice_dataset(lite_lake, manifest, split="train", rank=rank, world_size=2)
+            fetched = [row["candidate_id"] for row in DataLoader(dataset, batch_size=None, num_workers=2)]
+            assert sorted(fetched) == sorted(rows[rank::2]) and len(fetched) == len(dataset)
+
+    def test_a_rank_without_a_world_size_or_outside_it_is_refused(self, lite_lake, manifest):
+        with pytest.raises(ValueError, match="both rank and world_size"):
+            slice_dataset(lite_lake, manifest, rank=1)
+        with pytest.raises(ValueError, match=r"rank must be in \[0, world_size\), got rank=2, world_size=2"):
+            slice_dataset(lite_lake, manifest, rank=2, world_size=2)
+
     def test_export_writes_openai_messages_with_steps_and_tools(self, shared_data, tmp_path):
         lake = Lake(tmp_path / "lake")
         ingest([shared_data / "swebench-lite" / "tasks.jsonl", shared_data / "formats" / "mini-swe-agent"], lake)
