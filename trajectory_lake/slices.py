@@ -657,7 +657,8 @@ def slice_dataset(lake: Lake, manifest: SliceManifest, *, split: Split | None = 
     from torch.utils.data import IterableDataset, get_worker_info
 
     if (rank is None) != (world_size is None):
-        raise ValueError(f"pass both rank and world_size or neither, got rank={rank}, world_size={world_size}")
+        raise ValueError(f"pass both rank and world_size or neither, got rank={rank}, "
+                         f"world_size={world_size}")
     if rank is None or world_size is None:
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             rank, world_size = torch.distributed.get_rank(), torch.distributed.get_world_size()
