@@ -9,6 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from reranker_service.api.schemas import REQUEST_SHAPES
 from reranker_service.exceptions import (
     EngineNotReadyError,
     InvalidRequestError,
@@ -45,13 +46,22 @@ def _describe(errors: list[dict[str, object]]) -> str:
     return "; ".join(parts)
 
 
+def _without_shape(loc: tuple[object, ...]) -> tuple[object, ...]:
+    """``loc`` without the request-shape tag pydantic puts after ``body`` for a tagged union body
+    (``/v1/rerank``), so errors name the fields as the client sent them."""
+    if len(loc) > 1 and loc[0] == "body" and loc[1] in REQUEST_SHAPES:
+        return (loc[0], *loc[2:])
+    return loc
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers on ``app``."""
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
-        message = _describe([{**e, "ctx": e.get("ctx")} for e in exc.errors()])
+        found = [{**e, "loc": _without_shape(tuple(e.get("loc", ())))} for e in exc.errors()]
+        errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in found]
+        message = _describe([{**e, "ctx": e.get("ctx")} for e in found])
         return JSONResponse(status_code=422, content=error_body("invalid_request", message, detail=errors))
 
     @app.exception_handler(OverloadedError)

@@ -2,7 +2,8 @@
 
 | route | what |
 |---|---|
-| ``POST /v1/rerank`` | native: task, context, candidates → ranked results with score, value, neighbours |
+| ``POST /v1/rerank`` | native: task, context, candidates → ranked results with score, value, neighbours; |
+| | a Cohere v1 / Jina body (query, documents) there is answered as by ``/v2/rerank`` |
 | ``POST /v2/rerank``, ``POST /rerank`` | Cohere v1/v2 shape (TEI and vLLM field names accepted) |
 | ``POST /v1/feedback`` | the agent's choice and outcome → lake rows |
 | ``GET /v1/models`` | the served model, its capabilities and the neighbour index |
@@ -25,6 +26,7 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from reranker_service.api.schemas import (
+    AnyRerankRequest,
     CohereRerankRequest,
     CohereRerankResponse,
     CohereResult,
@@ -36,7 +38,6 @@ from reranker_service.api.schemas import (
     Outcome,
     ReloadRequest,
     ReloadResponse,
-    RerankRequest,
     RerankResponse,
     RerankResult,
     Usage,
@@ -122,8 +123,18 @@ def _headers(response: Response, ranking: Ranking) -> None:
     response_model=RerankResponse,
     response_model_exclude_none=False,
     summary="Score and rank the candidates of one task (native shape).",
+    description="A Cohere v1 / Jina body (query and documents), which cohere.Client (v1), LlamaIndex's "
+    "CohereRerank and Jina clients post to this path, is answered in Cohere's shape, as by /v2/rerank.",
 )
-async def rerank(body: RerankRequest, request: Request, response: Response) -> RerankResponse | Response:
+async def rerank(
+    body: AnyRerankRequest, request: Request, response: Response
+) -> RerankResponse | Response:
+    if isinstance(body, CohereRerankRequest):
+        answer = await _cohere(body, request, response, api_version="1")
+        if isinstance(answer, Response):
+            return answer
+        headers = {k: v for k, v in response.headers.items() if k.startswith("x-")}
+        return JSONResponse(answer.model_dump(mode="json", exclude_none=True), headers=headers)
     _check_size(len(body.candidates), request)
     service = service_of(request)
     k = service.settings.neighbors_k if body.return_neighbors is True else int(body.return_neighbors)
@@ -180,15 +191,13 @@ async def rerank(body: RerankRequest, request: Request, response: Response) -> R
 
 
 async def _cohere(
-    body: CohereRerankRequest, request: Request, response: Response
+    body: CohereRerankRequest, request: Request, response: Response, *, api_version: str = "2"
 ) -> CohereRerankResponse | Response:
     texts = body.document_texts()
     _check_size(len(texts), request)
     warnings = []
     if body.model_extra:
         warnings.append(f"ignored unknown fields: {', '.join(sorted(body.model_extra))}")
-    if body.rank_fields:
-        warnings.append("rank_fields is ignored: each document's text is scored")
     side = (body.truncation_direction or "right").lower()
     try:
         ranking = await unless_disconnected(
@@ -207,19 +216,19 @@ async def _cohere(
         return Response(status_code=CLIENT_CLOSED)
     result = ranking.result
     raw = bool(body.raw_scores) or body.use_activation is False
-    echo = bool(body.return_documents or body.return_text)
+    echoed = body.echoed_documents() if body.return_documents or body.return_text else None
     shown = ranking.order[: body.top_n] if body.top_n is not None else ranking.order
     results = [
         CohereResult(
             index=i,
             relevance_score=float(result.final[i] if raw else result.scores[i]),
-            document={"text": texts[i]} if echo else None,
+            document=echoed[i] if echoed is not None else None,
         )
         for i in shown
     ]
     _headers(response, ranking)
     meta: dict[str, Any] = {
-        "api_version": {"version": "2"},
+        "api_version": {"version": api_version},
         "billed_units": {"search_units": 1},
         "tokens": {"input_tokens": result.n_tokens, "output_tokens": 0},
         "warnings": [*ranking.warnings, *warnings],

@@ -2,16 +2,20 @@
 
 Two request shapes score candidates: the native one (``/v1/rerank``: a task, its trajectory so far
 and candidates with ids and kinds) and the Cohere one (``/v2/rerank`` and ``/rerank``: a query and
-documents, plus TEI's field names), so existing rerank clients work unchanged.
+documents, plus TEI's field names), so existing rerank clients work unchanged. ``/v1/rerank`` also
+takes the Cohere shape (:data:`AnyRerankRequest`), since Cohere's v1 client and Jina post it there.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import json
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 __all__ = [
+    "REQUEST_SHAPES",
+    "AnyRerankRequest",
     "Candidate",
     "CohereDocument",
     "CohereRerankRequest",
@@ -249,10 +253,11 @@ class RerankResponse(BaseModel):
 
 
 class CohereDocument(BaseModel):
-    """A document object (Cohere v1 / Jina); only ``text`` is scored."""
+    """A document object (Cohere v1 / Jina): its ``text`` is scored, or the fields named in
+    ``rank_fields``; the whole object is echoed with ``return_documents``."""
 
     model_config = ConfigDict(extra="allow")
-    text: str
+    text: str | None = None
 
 
 class CohereRerankRequest(BaseModel):
@@ -289,7 +294,12 @@ class CohereRerankRequest(BaseModel):
         default=None, description="TEI: false refuses inputs over the model's budget."
     )
     truncation_direction: Literal["left", "right", "Left", "Right"] | None = Field(default=None)
-    rank_fields: list[str] | None = Field(default=None, description="Cohere v1; only text is scored.")
+    rank_fields: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="Cohere v1: the fields of document objects that are scored, in this order "
+        "(default: text); with more than one, or one other than text, as 'field: value' lines.",
+    )
     max_chunks_per_doc: int | None = Field(default=None, description="Cohere v1; ignored (no chunking).")
 
     @model_validator(mode="after")
@@ -298,13 +308,46 @@ class CohereRerankRequest(BaseModel):
             raise ValueError("send the candidates as documents (Cohere) or texts (TEI), exactly one of them")
         if not (self.documents or self.texts):
             raise ValueError("documents must not be empty")
+        fields = self.rank_fields or ["text"]
+        for i, d in enumerate(self.documents or ()):
+            if isinstance(d, CohereDocument) and not any(_field(d, f) is not None for f in fields):
+                raise ValueError(
+                    f"documents[{i}] has none of the fields {', '.join(fields)}: send a text field, "
+                    "or name the fields to score in rank_fields"
+                )
         return self
 
     def document_texts(self) -> list[str]:
-        """The documents as text."""
+        """The documents as the text that is scored (``rank_fields`` of document objects)."""
         if self.texts is not None:
             return list(self.texts)
-        return [d if isinstance(d, str) else d.text for d in self.documents or ()]
+        fields = self.rank_fields or ["text"]
+        texts = []
+        for d in self.documents or ():
+            if isinstance(d, str):
+                texts.append(d)
+            elif fields == ["text"]:
+                texts.append(str(_field(d, "text")))
+            else:
+                texts.append(
+                    "\n".join(f"{f}: {value}" for f in fields if (value := _field(d, f)) is not None)
+                )
+        return texts
+
+    def echoed_documents(self) -> list[dict[str, Any]]:
+        """What ``return_documents`` echoes: ``{text}`` for a string, a document object as sent."""
+        if self.texts is not None:
+            return [{"text": t} for t in self.texts]
+        documents = self.documents or ()
+        return [{"text": d} if isinstance(d, str) else d.model_dump(exclude_none=True) for d in documents]
+
+
+def _field(document: CohereDocument, name: str) -> str | None:
+    """A document object's field as text (``None`` when absent); non-string values as JSON."""
+    value = document.text if name == "text" else (document.model_extra or {}).get(name)
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
 
 
 class CohereResult(BaseModel):
@@ -312,7 +355,9 @@ class CohereResult(BaseModel):
 
     index: int
     relevance_score: float = Field(description="Calibrated probability (raw value with raw_scores).")
-    document: dict[str, str] | None = Field(default=None, description="{text} with return_documents.")
+    document: dict[str, Any] | None = Field(
+        default=None, description="With return_documents: {text}, or the document object as sent."
+    )
 
 
 class CohereRerankResponse(BaseModel):
@@ -322,6 +367,25 @@ class CohereRerankResponse(BaseModel):
     results: list[CohereResult]
     meta: dict[str, Any]
     model: str | None = None
+
+
+def _request_shape(body: Any) -> str:  # noqa: ANN401 - a request body, decoded or validated
+    """``cohere`` for a query-and-documents body (Cohere v1, Jina), else ``native``."""
+    if isinstance(body, dict):
+        cohere = "task" not in body and "candidates" not in body and ("query" in body or "documents" in body)
+        return "cohere" if cohere else "native"
+    return "cohere" if isinstance(body, CohereRerankRequest) else "native"
+
+
+#: The tags of :data:`AnyRerankRequest`; pydantic puts them in validation errors' ``loc``.
+REQUEST_SHAPES = frozenset({"native", "cohere"})
+
+#: The body of ``POST /v1/rerank``: the native request, or the Cohere v1 / Jina one that
+#: ``cohere.Client`` (v1), LlamaIndex's ``CohereRerank`` and Jina clients post to that path.
+AnyRerankRequest = Annotated[
+    Annotated[RerankRequest, Tag("native")] | Annotated[CohereRerankRequest, Tag("cohere")],
+    Discriminator(_request_shape),
+]
 
 
 # -- feedback, models, admin --------------------------------------------------------------------------

@@ -112,7 +112,7 @@ class TestCohereSdkPayload:
 
 
 class TestCohereV1AndJinaShapes:
-    def test_document_objects_are_scored_by_text_and_echoed_when_asked(self, http, backend):
+    def test_document_objects_are_scored_by_text_and_echoed_as_sent_when_asked(self, http, backend):
         body = {
             "model": "rerank-english-v3.0",
             "query": QUERY,
@@ -125,9 +125,11 @@ class TestCohereV1AndJinaShapes:
 
         assert response.status_code == 200, response.text
         results = response.json()["results"]
-        assert [r["document"]["text"] for r in results] == [DOCS[r["index"]] for r in results]
+        # Cohere v1 echoes the document object itself, its other fields included.
+        assert [r["document"] for r in results] == [{"text": DOCS[r["index"]], "id": str(r["index"])}
+                                                    for r in results]
         assert [r["index"] for r in results] == expected_order(backend)[0]
-        assert any("rank_fields is ignored" in w for w in response.json()["meta"]["warnings"])
+        assert response.json()["meta"]["warnings"] == []
 
     def test_unknown_fields_are_ignored_and_named_in_the_warnings(self, http):
         response = http.post("/v2/rerank", json={"query": QUERY, "documents": DOCS, "user": "me"})
