@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from types import TracebackType
 from typing import Any
 
@@ -27,11 +29,43 @@ class RerankError(RuntimeError):
     ``retry_after`` (seconds) are attached."""
 
     def __init__(self, status: int, body: Any, retry_after: float | None = None) -> None:  # noqa: ANN401 - decoded body
-        message = body.get("error", {}).get("message") if isinstance(body, dict) else str(body)
-        super().__init__(f"HTTP {status}: {message}")
+        super().__init__(f"HTTP {status}: {_message(body)}")
         self.status = status
         self.body = body
         self.retry_after = retry_after
+
+
+def _message(body: Any) -> str:  # noqa: ANN401 - a decoded error body
+    """The sentence of an error body: this service's ``{error: {message}}``, or what a proxy or another
+    server in front of it answers (``{error: "..."}``, ``{detail}``, ``{message}``, plain text)."""
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        if isinstance(error, str):
+            return error
+        for key in ("detail", "message"):
+            if key in body:
+                return str(body[key])
+    return str(body)
+
+
+def _retry_after(value: str | None) -> float | None:
+    """``Retry-After`` in seconds: delay-seconds or an HTTP date (RFC 9110 allows both); ``None`` if absent
+    or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def rerank_payload(
@@ -92,8 +126,7 @@ def _decode(response: httpx.Response) -> Any:  # noqa: ANN401 - the decoded body
     except ValueError:
         body = response.text
     if response.status_code >= 400:
-        retry = response.headers.get("retry-after")
-        raise RerankError(response.status_code, body, float(retry) if retry else None)
+        raise RerankError(response.status_code, body, _retry_after(response.headers.get("retry-after")))
     return body
 
 

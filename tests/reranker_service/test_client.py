@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import socket
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 
 import pytest
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 
 from reranker_service import AsyncRerankClient, DummyBackend, RerankClient, RerankError, Settings, create_app
 from reranker_service.client import rerank_payload
@@ -83,6 +87,40 @@ class TestSyncClient:
             pytest.raises(TimeoutError, match="not ready after"),
         ):
             client.wait_until_ready(timeout=0.3, interval=0.05)
+
+
+@pytest.fixture
+def proxy(live_server):
+    """A server in front of the reranker that answers errors in other shapes: a 503 with an HTTP-date
+    Retry-After and a ``{"error": "..."}`` body (TEI's shape), and FastAPI's default 404 ``{"detail"}``."""
+    app = FastAPI()
+
+    @app.post("/v1/rerank")
+    async def busy() -> JSONResponse:
+        later = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
+        return JSONResponse({"error": "upstream busy"}, status_code=503, headers={"Retry-After": later})
+
+    return live_server(app)
+
+
+@pytest.mark.slow
+class TestErrorsFromOtherServers:
+    def test_an_http_date_retry_after_and_a_string_error_give_a_rerank_error(self, proxy):
+        with (
+            RerankClient(proxy.url) as client,
+            pytest.raises(RerankError, match="HTTP 503: upstream busy") as raised,
+        ):
+            client.rerank("p", ["a"])
+
+        assert raised.value.status == 503
+        assert 20 < raised.value.retry_after <= 30
+
+    @pytest.mark.anyio
+    async def test_a_fastapi_detail_body_names_its_detail(self, proxy):
+        async with AsyncRerankClient(proxy.url) as client:
+            with pytest.raises(RerankError, match="HTTP 404: Not Found") as raised:
+                await client.models()
+        assert raised.value.retry_after is None
 
 
 @pytest.mark.slow
