@@ -32,8 +32,11 @@ lake holds (at its current version) and those this ingest writes, and written in
 
 **Which candidate a label is for**: the run's submitted patch on the task, the ``patch`` candidate of its
 rollout ``attempt=0`` (every SWE adapter gives the submitted rollout attempt 0, so a prediction and a
-trajectory of it agree). The task is ``swe-bench/<instance_id>``, but in a run of benchmark ``swe-gym``:
-OpenHands evaluates SWE-Gym with the SWE-bench harness and names its tasks ``swe-gym/<instance_id>``
+trajectory of it agree), except in an OpenHands/benchmarks run folder, whose rollouts are its critic
+attempts ``<n>``: there the attempt its ``output.jsonl`` holds for the instance, read from the report's folder
+(``adapters.openhands.submitted_attempts``; none there, attempt 0, which such a run lacks: the label waits).
+The task is ``swe-bench/<instance_id>``, but in a run of benchmark ``swe-gym``: OpenHands evaluates SWE-Gym
+with the SWE-bench harness and names its tasks ``swe-gym/<instance_id>``
 (``adapters.openhands``, whose outcomes of those reports have the evaluator ``swe-gym``), and
 ``swe-bench-pro/<instance_id>`` in a run of benchmark ``swe-bench-pro`` (SWE-bench Pro, labelled by its own
 harness's ``eval_results.json`` and ``infra_errors.json``, evaluator ``swe-bench``). The candidate's id
@@ -79,7 +82,7 @@ import pyarrow.compute as pc
 from trajectory_lake._hashing import canonical_json
 from trajectory_lake._json import loads
 from trajectory_lake.adapters import ADAPTERS, Adapter, RunGroup, SourceFile, run_dir_of, run_name_of
-from trajectory_lake.adapters.openhands import SWE_GYM
+from trajectory_lake.adapters.openhands import SWE_GYM, submitted_attempts
 from trajectory_lake.adapters.swebench import (
     FAMILY,
     MULTI_FAMILY,
@@ -267,16 +270,17 @@ def _family(run: Mapping[str, Any]) -> str:
     return SWE_GYM if run.get("benchmark") == SWE_GYM else task_family(run.get("benchmark"))
 
 
-def rollout_candidate_id(run_id: str, task_id: str) -> str:
-    """The id of a run's submitted patch on a task: the ``patch`` candidate of its rollout ``attempt=0``,
-    built by the builders every adapter uses, so it is the id the candidate was written with."""
-    return _rollout_candidate(run_id, task_id, None)["candidate_id"]
+def rollout_candidate_id(run_id: str, task_id: str, attempt: int = 0) -> str:
+    """The id of a run's submitted patch on a task: the ``patch`` candidate of its rollout ``attempt`` (0,
+    but in an OpenHands/benchmarks run the critic attempt its ``output.jsonl`` holds), built by the builders
+    every adapter uses, so it is the id the candidate was written with."""
+    return _rollout_candidate(run_id, task_id, None, attempt)["candidate_id"]
 
 
-def _rollout_candidate(run_id: str, task_id: str, benchmark: str | None) -> dict[str, Any]:
+def _rollout_candidate(run_id: str, task_id: str, benchmark: str | None, attempt: int = 0) -> dict[str, Any]:
     """The key columns (``_CANDIDATE_COLUMNS``) of a run's submitted patch on a task."""
     trajectory = make_trajectory(run={"run_id": run_id}, task_id=task_id, domain="swe", source_format="",
-                                 source_uri=None, source_sha256=None, benchmark=benchmark)
+                                 source_uri=None, source_sha256=None, benchmark=benchmark, attempt=attempt)
     candidate = make_candidate(trajectory, kind="patch", content="")
     return {column: candidate[column] for column in _CANDIDATE_COLUMNS}
 
@@ -439,20 +443,24 @@ def attach(late: list[LateLabels], staged: StagedRows, lake: Lake) -> Attachment
         return out
     runs = _runs(lake, staged, [item.run for item in late])
     matched = [[run for run in runs if item.run.matches(run["name"], run["model"])] for item in late]
-    # a candidate id -> each (late index, run, instance, task) it would be the submitted patch of
-    expected: dict[str, list[tuple[int, str, str, str]]] = {}
+    # a candidate id -> each (late index, run, instance, task, attempt) it would be the submitted patch of
+    expected: dict[str, list[tuple[int, str, str, str, int]]] = {}
     for index, item in enumerate(late):
+        # an OpenHands/benchmarks run folder's output.jsonl says which critic attempt each instance submitted
+        attempts = submitted_attempts(item.key if item.key.is_dir() else item.key.parent)
         for run in matched[index]:
             for instance_id in item.instances:
                 task_id = task_id_for(_family(run), instance_id)
-                candidate = rollout_candidate_id(run["run_id"], task_id)
-                expected.setdefault(candidate, []).append((index, run["run_id"], instance_id, task_id))
+                attempt = attempts.get(instance_id, 0)
+                candidate = rollout_candidate_id(run["run_id"], task_id, attempt)
+                where = (index, run["run_id"], instance_id, task_id, attempt)
+                expected.setdefault(candidate, []).append(where)
     found = _candidates(lake, staged, expected, {run["benchmark"] for run in runs})
     # per late item: run id -> instance id -> the run's candidate of that instance
     held: list[dict[str, dict[str, dict[str, Any]]]] = [{} for _ in late]
     for candidate_id, benchmark in found.items():
-        for index, run_id, instance_id, task_id in expected[candidate_id]:
-            row = _rollout_candidate(run_id, task_id, benchmark)
+        for index, run_id, instance_id, task_id, attempt in expected[candidate_id]:
+            row = _rollout_candidate(run_id, task_id, benchmark, attempt)
             held[index].setdefault(run_id, {})[instance_id] = row
     by_id = {run["run_id"]: run for run in runs}
     for item, holders, its_runs in zip(late, held, matched, strict=True):

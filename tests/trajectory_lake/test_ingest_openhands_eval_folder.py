@@ -676,6 +676,54 @@ class TestOpenHandsBenchmarksFolder:
         assert ids[0] == ids[1]
 
 
+    @pytest.mark.parametrize(
+        ("first", "with_attempt"),
+        # a line written before EvalOutput had ``attempt`` tells it only through the attempt files beside it
+        [("attempt files", True), ("attempt files", False), ("output.jsonl", True)],
+    )
+    def test_attempts_ingested_apart_from_output_jsonl_are_the_whole_folders_trajectories(
+        self, first, with_attempt, tmp_path
+    ):
+        # benchmarks/utils/iterative.py: the attempt files are written as the run goes, output.jsonl (the
+        # chosen lines, copied) by aggregate_results at its end, and the report after the harness ran: a run
+        # ingested while it went on, then again, must not hold the chosen attempt twice
+        run = _v1_run(tmp_path, with_attempt=with_attempt)
+        shutil.rmtree(run / "logs")
+        parked = tmp_path / "parked"
+        parked.mkdir()
+        later = ["output.jsonl", "output.swebench.jsonl", "output.report.json"]
+        if first == "output.jsonl":
+            later = ["output.critic_attempt_1.jsonl", "output.critic_attempt_2.jsonl"]
+        for name in later:
+            (run / name).rename(parked / name)
+        lake = Lake(tmp_path / "lake")
+        ingest([run], lake)
+        for name in later:
+            (parked / name).rename(run / name)
+        report = ingest([run], lake)
+        assert report.total("quarantined") == 0 and report.warnings == []
+        whole = Lake(tmp_path / "whole")
+        ingest([run], whole)
+        keys = {"trajectories": ["trajectory_id"], "candidates": ["candidate_id"], "outcomes": ["outcome_id"],
+                "steps": ["trajectory_id", "step_index"]}
+        for table, key in keys.items():
+            assert sorted(lake.read(table).select(key).rows()) == sorted(whole.read(table).select(key).rows())
+        (run_id,) = lake.read("runs")["run_id"]
+        # one trajectory per critic attempt, its rollout attempt (in its id) the attempt's number
+        assert sorted(lake.read("trajectories")["trajectory_id"]) == sorted(
+            stable_id("trajectory", run_id, f"swe-bench/django__django-{i}", attempt)
+            for i, attempt in ((11099, 1), (11133, 1), (11133, 2))
+        )
+        labelled = lake.read("candidates").join(lake.read("outcomes"), on="candidate_id", how="left")
+        assert sorted(
+            (r["task_id"], r["content"].count("+attempt"), r["name"], r["value"]) for r in labelled.to_dicts()
+        ) == [
+            ("swe-bench/django__django-11099", 1, "resolved", 1.0),
+            ("swe-bench/django__django-11133", 1, None, None),  # the attempt the critic rejected
+            ("swe-bench/django__django-11133", 2, "resolved", 0.0),
+        ]
+
+
     def test_the_swe_bench_pro_patch_file_is_ignored_as_the_same_patches(self, tmp_path):
         # benchmarks/swebenchpro/eval_infer.py: output.swebenchpro.json, an array {instance_id, patch, prefix}
         run = _v1_run(tmp_path, with_attempt=True)
@@ -763,8 +811,9 @@ class TestOpenHandsBenchmarksFolder:
             (evaluated / resolved / name).write_text("x\n", encoding="utf-8")
         (evaluated / broken).mkdir()
         (evaluated / broken / "OpenHands_patch.diff").write_text(V1_PATCH, encoding="utf-8")
+        infra_errors = json.dumps({broken: "Failed to pull image: 404"}, indent=2)
         results = {evaluated / "eval_results.json": json.dumps({resolved: True}),
-                   evaluated / "infra_errors.json": json.dumps({broken: "Failed to pull image: 404"}, indent=2)}
+                   evaluated / "infra_errors.json": infra_errors}
         lake = Lake(tmp_path / "lake")
         if order == "results later":
             ingest([run / "metadata.json", run / "output.jsonl"], lake)
@@ -773,7 +822,8 @@ class TestOpenHandsBenchmarksFolder:
         report = ingest([run], lake)
         assert report.total("quarantined") == 0 and report.warnings == []
         assert report.sources[(evaluated / "infra_errors.json").resolve().as_uri()] == "swebench-report"
-        for path in (evaluated / resolved / "OpenHands_output.json", evaluated / resolved / "workspace/output.json"):
+        instance = evaluated / resolved
+        for path in (instance / "OpenHands_output.json", instance / "workspace" / "output.json"):
             assert report.ignored[str(path)].startswith(
                 "swebench-pro-tests: the SWE-bench Pro harness's test results of one instance (1 of 2 passed"
             )

@@ -91,8 +91,10 @@ A V1 run folder (OpenHands/benchmarks: ``<dataset>-<split>/<llm.model>_sdk_<sha>
 run's name) adds: ``output.critic_attempt_<n>.jsonl``, every attempt's lines (``output.jsonl`` holds copies of
 the chosen ones: the same trajectories; a line without ``attempt``, written before EvalOutput had it, takes
 it from its file's name, or from the attempt file holding the same line), of which only ``output.jsonl``'s
-take the harness's labels (the harness evaluated those patches: a chosen attempt is its rollout's attempt 0,
-the submitted patch a report ingested later labels, the others attempt ``<n>``); ``output.report.json``,
+take the harness's labels (the harness evaluated those patches). Each attempt ``<n>`` is rollout attempt
+``<n>`` wherever its line is read, so the attempt files ingested before ``output.jsonl`` exists, with it or
+after it give the same trajectories; a report ingested later labels the attempt ``output.jsonl`` holds
+(read again from the run folder: ``submitted_attempts``); ``output.report.json``,
 the harness's run summary that ``eval_infer.py`` moved there; the harness's own ``logs/run_evaluation/``
 (it ran in the folder), whose reports label the run; ``swebenchpro/eval_infer.py``'s
 ``<stem>.swebenchpro_eval/eval_results.json`` (SWE-bench Pro's harness: the verdicts ``<stem>.report.json``
@@ -145,6 +147,7 @@ __all__ = [
     "OpenHandsEventStore",
     "OpenHandsResolverOutput",
     "map_events",
+    "submitted_attempts",
 ]
 
 HARNESS = "openhands"
@@ -1074,36 +1077,70 @@ def _critic_attempt_of(path: Path, instance_id: str, record: Mapping[str, Any]) 
     return _critic_attempt_index(path.parent, files).get((instance_id, *_line_fingerprint(record)))
 
 
-def _rollout_attempt(path: Path, instance_id: str, record: Mapping[str, Any], attempt: int | None) -> int:
-    """The rollout ``attempt`` of an EvalOutput line's trajectory. Beside ``output.critic_attempt_<n>.jsonl``
-    files, OpenHands/benchmarks' ``output.jsonl`` holds the attempts ``aggregate_results`` chose, the patches
-    the harness evaluates: as every SWE adapter gives its submitted rollout, attempt 0, so a report read in a
-    later ingest labels that patch (``_late_labels``). A line of an attempt file is attempt 0 when
-    ``output.jsonl`` holds the same line, else ``<n>``; any other line its own ``attempt`` less one (else 0).
+def _rollout_attempt(attempt: int | None) -> int:
+    """The rollout ``attempt`` of an EvalOutput line's trajectory: its critic attempt ``<n>`` (the line's
+    ``attempt``, else :func:`_critic_attempt_of`), wherever the line is read, else 0.
+
+    OpenHands/benchmarks writes each attempt's lines to ``output.critic_attempt_<n>.jsonl`` as the run goes,
+    and copies the chosen ones into ``output.jsonl`` at its end (``aggregate_results``): a chosen line is
+    the same rollout in both files, so the attempt files ingested before ``output.jsonl`` exists, after it,
+    or with it give one trajectory per attempt, with the same ids. Which attempt was submitted is what
+    ``output.jsonl`` holds: its lines take the run's labels, and a report read in a later ingest labels the
+    attempt it holds (:func:`submitted_attempts`).
+
+    Examples:
+        >>> _rollout_attempt(2), _rollout_attempt(None)
+        (2, 0)
     """
-    if path.name == "output.jsonl":
-        try:
-            aggregated = bool(_critic_attempt_names(path.parent, path.parent.stat().st_mtime_ns))
-        except OSError:
-            aggregated = False
-        if aggregated:
-            return 0
-    if attempt is not None and _CRITIC_ATTEMPT.match(path.name):
-        chosen = path.with_name("output.jsonl")
-        try:
-            stat = chosen.stat()
-        except OSError:
-            return attempt
-        key = (instance_id, *_line_fingerprint(record))
-        return 0 if key in _chosen_lines(chosen, stat.st_size, stat.st_mtime_ns) else attempt
-    return attempt - 1 if attempt is not None else 0
+    return attempt if attempt is not None else 0
+
+
+def _line_attempt(path: Path, instance_id: str, record: Mapping[str, Any]) -> int | None:
+    """The critic attempt (1-indexed) of an EvalOutput line: its ``attempt``, else the one its file or the
+    attempt file holding the same line tells (:func:`_critic_attempt_of`), else ``None``.
+
+    Raises:
+        ValueError: ``attempt`` is not a positive integer.
+    """
+    attempt = record.get("attempt")
+    if attempt is not None and (not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1):
+        raise ValueError(f"field 'attempt' must be a positive integer (1-indexed), got {attempt!r}")
+    if attempt is None and "history" in record:
+        attempt = _critic_attempt_of(path, instance_id, record)
+    return attempt
+
+
+def submitted_attempts(run_dir: Path) -> dict[str, int]:
+    """``instance id -> rollout attempt`` of the lines of ``<run_dir>/output.jsonl``: the patches a harness
+    evaluated (in an OpenHands/benchmarks run, the critic attempts ``aggregate_results`` chose), which a
+    report of the run labels; instances whose line is rollout attempt 0 (or unreadable) are left out."""
+    path = run_dir / "output.jsonl"
+    try:
+        stat = path.stat()
+    except OSError:
+        return {}
+    return dict(_submitted_attempts(path, stat.st_size, stat.st_mtime_ns))
 
 
 @lru_cache(maxsize=4)
-def _chosen_lines(path: Path, _size: int, _mtime_ns: int) -> frozenset[tuple[Any, ...]]:
-    """``(instance id, fingerprint)`` of each line of an ``output.jsonl`` (read once per state of the file:
-    every line of its attempt files asks)."""
-    return frozenset(_line_keys(path))
+def _submitted_attempts(path: Path, _size: int, _mtime_ns: int) -> tuple[tuple[str, int], ...]:
+    out: dict[str, int] = {}
+    try:
+        for record in json_objects(path):
+            instance_id = record.get("instance_id")
+            if isinstance(instance_id, int) and not isinstance(instance_id, bool):
+                instance_id = str(instance_id)
+            if not isinstance(instance_id, str) or not instance_id:
+                continue
+            try:
+                attempt = _rollout_attempt(_line_attempt(path, instance_id, record))
+            except ValueError:
+                continue
+            if attempt:
+                out[instance_id] = attempt
+    except OSError:
+        return ()
+    return tuple(sorted(out.items()))
 
 
 @lru_cache(maxsize=16)
@@ -1277,11 +1314,7 @@ class OpenHandsEvalOutput(_LineAdapter):
             model = metrics["model_name"]
         dataset = metadata.get("dataset") if metadata else group.run_hints.get("dataset")
         family, benchmark = _eval_task_family(dataset, instance_id, source.path)
-        attempt = record.get("attempt")
-        if attempt is not None and (not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1):
-            raise ValueError(f"field 'attempt' must be a positive integer (1-indexed), got {attempt!r}")
-        if attempt is None and "history" in record:
-            attempt = _critic_attempt_of(source.path, instance_id, record)
+        attempt = _line_attempt(source.path, instance_id, record)
         patch = test_result.get("git_patch", test_result.get("model_patch"))
         if patch is not None and not isinstance(patch, str):
             raise ValueError(f"test_result.git_patch must be a string, got {type(patch).__name__}")
@@ -1348,7 +1381,7 @@ class OpenHandsEvalOutput(_LineAdapter):
             source_format=self.name,
             source_uri=source.uri,
             source_sha256=source.sha256,
-            attempt=_rollout_attempt(source.path, instance_id, record, attempt),
+            attempt=_rollout_attempt(attempt),
             exit_status=_exit_status(error, mapped),
             n_steps=len(mapped.steps),
             tokens=tokens,
