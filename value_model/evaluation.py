@@ -50,6 +50,7 @@ from trajectory_lake.dependencies import lazy_import
 from value_model.metrics import (
     auroc,
     best_at_k_curve,
+    bin_edges,
     brier_score,
     expected_calibration_error,
     majority_vote_scores,
@@ -438,10 +439,18 @@ def evaluate_scores(
         The :class:`EvaluationReport`.
 
     Raises:
-        ValueError: empty input, mismatched lengths, or a score or probability that is not finite.
+        ValueError: empty input, mismatched lengths, or a label, score or probability that is missing
+            (``None``/NaN) or infinite.
     """
     options = options or EvaluationOptions()
-    y = (np.asarray(labels, dtype=float) > 0.5).astype(float)
+    raw = np.asarray(labels, dtype=float)  # None becomes NaN
+    missing = np.flatnonzero(~np.isfinite(raw))
+    if len(missing):
+        raise ValueError(
+            f"{len(missing)} candidate(s) have no label (None/NaN) or an infinite one, the first at index "
+            f"{int(missing[0])}; evaluate labelled candidates only (an unlabelled one is not a failure)"
+        )
+    y = (raw > 0.5).astype(float)
     n = len(y)
     arrays = {"scores": scores, **{f"baseline {b!r}": v for b, v in (baselines or {}).items()}}
     if probabilities is not None:
@@ -523,7 +532,7 @@ def evaluate_scores(
     if probs is not None:
         counts, mean_p, frac = reliability_bins(y, probs, n_bins=options.n_bins)
         reliability = Reliability(
-            edges=tuple(float(e) for e in np.linspace(0, 1, options.n_bins + 1)),
+            edges=tuple(float(e) for e in bin_edges(options.n_bins)),
             counts=tuple(int(c) for c in counts),
             mean_probability=tuple(float(v) for v in mean_p),
             fraction_positive=tuple(float(v) for v in frac),

@@ -28,6 +28,7 @@ import numpy as np
 __all__ = [
     "auroc",
     "best_at_k_curve",
+    "bin_edges",
     "brier_score",
     "expected_calibration_error",
     "is_diff",
@@ -47,6 +48,19 @@ __all__ = [
 TIE_TOLERANCE = 1e-9
 
 
+def _finite(what: str, values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """``values`` as a float array, refused when one is missing (``None``/NaN) or infinite: a metric over
+    them would be a silently wrong number (NaN compares false, so it would count as a failure or a tie)."""
+    arr = np.asarray(values, dtype=float)
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise ValueError(
+            f"{what} hold {int(bad.sum())} missing (None/NaN) or infinite value(s), the first at index "
+            f"{int(np.flatnonzero(bad)[0])}; drop those candidates or give each a finite value"
+        )
+    return arr
+
+
 def _groups(task_ids: Sequence[str]) -> dict[str, list[int]]:
     groups: dict[str, list[int]] = defaultdict(list)
     for i, task in enumerate(task_ids):
@@ -62,10 +76,12 @@ def selection_metrics(task_ids: Sequence[str], labels: Sequence[float], scores: 
         >>> m["best_at_1"], m["random"], m["oracle"], m["gap_closed"]
         (0.5, 0.25, 0.5, 1.0)
     """
-    labels_arr = np.asarray(labels, dtype=float)
-    scores_arr = np.asarray(scores, dtype=float)
+    labels_arr = _finite("labels", labels)
+    scores_arr = _finite("scores", scores)
     if not (len(task_ids) == len(labels_arr) == len(scores_arr)):
         raise ValueError("task_ids, labels and scores must have the same length")
+    if len(labels_arr) == 0:
+        raise ValueError("no candidates to measure: task_ids, labels and scores are empty")
     best, rand, oracle = [], [], []
     for idx in _groups(task_ids).values():
         y, s = labels_arr[idx], scores_arr[idx]
@@ -85,8 +101,9 @@ def selection_metrics(task_ids: Sequence[str], labels: Sequence[float], scores: 
 
 
 def auroc(labels: Sequence[float], scores: Sequence[float]) -> float:
-    """Area under the ROC curve (ties count one half); ``nan`` if only one class is present.
+    """Area under the ROC curve (ties count one half); ``nan`` if only one class is present (or none).
 
+    Labels ``> 0.5`` are positives. A missing (``None``/NaN) or infinite label or score is refused.
     Computed from ranks (Mann-Whitney U with tied ranks averaged), so it needs O(n log n) time and
     O(n) memory.
 
@@ -94,8 +111,10 @@ def auroc(labels: Sequence[float], scores: Sequence[float]) -> float:
         >>> auroc([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8])
         0.75
     """
-    y = np.asarray(labels, dtype=float) > 0.5
-    s = np.asarray(scores, dtype=float)
+    y = _finite("labels", labels) > 0.5
+    s = _finite("scores", scores)
+    if len(y) != len(s):
+        raise ValueError(f"got {len(y)} labels but {len(s)} scores")
     n_pos, n_neg = int(y.sum()), int((~y).sum())
     if n_pos == 0 or n_neg == 0:
         return float("nan")
@@ -117,8 +136,10 @@ def within_task_auroc(task_ids: Sequence[str], labels: Sequence[float], scores: 
         >>> within_task_auroc(["a", "a", "b", "b", "b"], [1, 0, 1, 0, 0], [0.9, 0.1, 0.2, 0.5, 0.1])
         0.75
     """
-    labels_arr = np.asarray(labels, dtype=float)
-    scores_arr = np.asarray(scores, dtype=float)
+    labels_arr = _finite("labels", labels)
+    scores_arr = _finite("scores", scores)
+    if not (len(task_ids) == len(labels_arr) == len(scores_arr)):
+        raise ValueError("task_ids, labels and scores must have the same length")
     values = [auroc(labels_arr[idx], scores_arr[idx]) for idx in _groups(task_ids).values()]
     mixed = [v for v in values if not np.isnan(v)]
     return float(np.mean(mixed)) if mixed else float("nan")
@@ -163,7 +184,9 @@ def pass_at_k_curve(labels: Sequence[float], max_k: int) -> np.ndarray:
         >>> pass_at_k_curve([1, 0, 0, 0], 4).tolist()
         [0.25, 0.5, 0.75, 1.0]
     """
-    y = np.asarray(labels, dtype=float) > 0.5
+    y = _finite("labels", labels) > 0.5
+    if len(y) == 0 or max_k < 1:
+        raise ValueError(f"need at least one candidate and max_k >= 1, got {len(y)} and {max_k}")
     n, c = len(y), int(y.sum())
     return 1.0 - _hypergeometric_none(np.array([n - c]), n, max_k)[0]
 
@@ -183,10 +206,12 @@ def best_at_k_curve(labels: Sequence[float], scores: Sequence[float], max_k: int
         >>> best_at_k_curve([1, 0, 0], [0.9, 0.5, 0.1], 3).round(4).tolist()  # P(positive drawn) = k/3
         [0.3333, 0.6667, 1.0]
     """
-    y = np.asarray(labels, dtype=float)
-    s = np.asarray(scores, dtype=float)
+    y = _finite("labels", labels)
+    s = _finite("scores", scores)
     if len(y) != len(s) or len(y) == 0:
         raise ValueError("labels and scores must be non-empty and of the same length")
+    if max_k < 1:
+        raise ValueError(f"max_k must be >= 1, got {max_k}")
     order = np.argsort(s, kind="stable")
     s_sorted, y_sorted = s[order], y[order]
     # a new level starts where the score rises by more than the tie tolerance
@@ -200,23 +225,40 @@ def best_at_k_curve(labels: Sequence[float], scores: Sequence[float], max_k: int
     return level_means @ p_top
 
 
+def bin_edges(n_bins: int) -> np.ndarray:
+    """The ``n_bins + 1`` edges of equal-width bins of [0, 1], each the float nearest ``b / n_bins``
+    (``np.linspace`` gives 0.30000000000000004 for 3/10).
+
+    Examples:
+        >>> bool(bin_edges(10)[3] == 0.3), bool(np.linspace(0, 1, 11)[3] == 0.3)
+        (True, False)
+    """
+    return np.arange(n_bins + 1) / n_bins
+
+
 def reliability_bins(
     labels: Sequence[float], probabilities: Sequence[float], *, n_bins: int = 10
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Equal-width bins of [0, 1]: (candidates, mean probability, fraction positive) per bin.
 
-    Bin ``b`` holds probabilities in [b/n_bins, (b+1)/n_bins); 1.0 goes in the last bin. Empty bins
-    have count 0 and ``nan`` means.
+    Bin ``b`` holds probabilities in [b/n_bins, (b+1)/n_bins); 1.0 goes in the last bin. The edges are
+    :func:`bin_edges` (each the float nearest b/n_bins), so a probability equal to an edge, such as
+    0.29 with 100 bins, starts the bin above it. Empty bins have count 0 and ``nan`` means.
+
+    Examples:
+        >>> reliability_bins([0, 1, 1], [0.29, 0.3, 1.0], n_bins=100)[0][[29, 30, 99]].tolist()
+        [1.0, 1.0, 1.0]
     """
     if n_bins < 1:
         raise ValueError(f"n_bins must be >= 1, got {n_bins}")
-    y = (np.asarray(labels, dtype=float) > 0.5).astype(float)
-    p = np.asarray(probabilities, dtype=float)
+    y = (_finite("labels", labels) > 0.5).astype(float)
+    p = _finite("probabilities", probabilities)
     if len(y) != len(p):
         raise ValueError("labels and probabilities must have the same length")
     if len(p) and (p.min() < 0 or p.max() > 1):
         raise ValueError("probabilities must lie in [0, 1]; calibrate raw scores first")
-    which = np.minimum((p * n_bins).astype(int), n_bins - 1)
+    # not floor(p * n_bins): 0.29 * 100 = 28.999999999999996 would put 0.29 in the bin below its edge
+    which = np.searchsorted(bin_edges(n_bins)[1:-1], p, side="right")
     counts = np.bincount(which, minlength=n_bins).astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean_p = np.bincount(which, weights=p, minlength=n_bins) / counts
@@ -247,8 +289,8 @@ def brier_score(labels: Sequence[float], probabilities: Sequence[float]) -> floa
         >>> round(brier_score([0, 1], [0.2, 0.6]), 6)  # (0.04 + 0.16) / 2
         0.1
     """
-    y = (np.asarray(labels, dtype=float) > 0.5).astype(float)
-    p = np.asarray(probabilities, dtype=float)
+    y = (_finite("labels", labels) > 0.5).astype(float)
+    p = _finite("probabilities", probabilities)
     if len(y) != len(p) or len(y) == 0:
         raise ValueError("labels and probabilities must be non-empty and of the same length")
     return float(np.mean((p - y) ** 2))
@@ -329,20 +371,38 @@ def normalise_candidate(content: str) -> str:
 
 def majority_vote_scores(task_ids: Sequence[str], contents: Sequence[str]) -> list[float]:
     """How many candidates of the same task share each candidate's normalised content
-    (:func:`normalise_candidate`): self-consistency, for patches and answers alike."""
+    (:func:`normalise_candidate`): self-consistency, for patches and answers alike.
+
+    A candidate that normalises to nothing (an empty submission, a diff that only adds blank lines or
+    empty files) casts no vote and scores 0, below every real candidate, as Agentless's majority vote
+    skips empty normalised patches (``agentless/repair/rerank.py``): agents that give up agree on
+    submitting nothing, and that agreement must not win the vote.
+
+    Examples:
+        >>> majority_vote_scores(["t"] * 4, ["", "", "+a", "+b"])
+        [0.0, 0.0, 1.0, 1.0]
+    """
     keys = [normalise_candidate(c) for c in contents]
     out = [0.0] * len(keys)
     for idx in _groups(task_ids).values():
         counts = Counter(keys[i] for i in idx)
         for i in idx:
-            out[i] = float(counts[keys[i]])
+            out[i] = float(counts[keys[i]]) if keys[i] else 0.0
     return out
 
 
 def patch_length_scores(contents: Sequence[str]) -> list[float]:
     """Shorter candidates first: minus the number of lines of :func:`normalise_candidate`
-    (a patch's changed lines)."""
-    return [-float(len(normalise_candidate(c).splitlines())) for c in contents]
+    (a patch's changed lines). A candidate that normalises to nothing (an empty submission) changes
+    nothing, so it ranks below every candidate that changes something rather than first.
+
+    Examples:
+        >>> patch_length_scores(["+a\\n+b\\n", "", "+a\\n"])
+        [-2.0, -3.0, -1.0]
+    """
+    lengths = [len(normalise_candidate(c).splitlines()) for c in contents]
+    last = -float(max(lengths, default=0) + 1)
+    return [-float(n) if n else last for n in lengths]
 
 
 def run_prior_scores(

@@ -238,6 +238,17 @@ class TestArguments:
         with pytest.raises(ValueError, match="2 values for 3 labels"):
             evaluate_scores(["a", "a", "b"], [1, 0, 1], [0.5, 0.2])
 
+    @pytest.mark.parametrize("missing", [None, float("nan")])
+    def test_an_unlabelled_candidate_is_refused_not_counted_as_a_failure(self, missing):
+        # it used to be binarised as NaN > 0.5 = False: the top-scored candidate became a failure
+        with pytest.raises(ValueError, match=r"1 candidate\(s\) have no label .* at index 1"):
+            evaluate_scores(["a", "a"], [1, missing], [0.1, 0.9], options=NO_BOOTSTRAP)
+
+    def test_a_frame_with_a_null_label_is_refused(self):
+        frame = pl.DataFrame({"task_id": ["a", "a", "b"], "label": [1.0, None, 0.0]})
+        with pytest.raises(ValueError, match="have no label"):
+            evaluate_candidates(frame, [0.1, 0.9, 0.5], options=NO_BOOTSTRAP)
+
 
 class TestReportOutputs:
     def test_json_is_valid_with_nan_as_null_and_the_legacy_best_at_1(self, report):
@@ -264,6 +275,15 @@ class TestReportOutputs:
         assert set(plots) == {"best_at_k.png", "reliability.png"}
         for png in plots.values():
             assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 5_000
+
+    def test_the_reliability_edges_are_the_edges_that_bin_the_probabilities(self):
+        # 0.3 sits on the edge of [0.3, 0.4): the reported edge must be 0.3 itself, not linspace's
+        # 0.30000000000000004, or the diagram would show 0.3 left of the bin that holds it
+        report = evaluate_scores(["a", "a"], [1, 0], [0.3, 0.2], probabilities=[0.3, 0.2],
+                                 options=EvaluationOptions(n_bootstrap=0, n_bins=10))
+        rel = report.reliability
+        assert rel.edges[3] == 0.3 and rel.counts[3] == 1 and rel.counts[2] == 1
+        assert all(rel.edges[b] <= p < rel.edges[b + 1] for b, p in ((3, 0.3), (2, 0.2)))
 
     def test_without_probabilities_there_is_no_reliability_diagram(self):
         report = evaluate_scores(TASKS, LABELS, SCORES, options=NO_BOOTSTRAP)
