@@ -710,13 +710,27 @@ def scan_steps(lake: Lake, trajectory_ids: Iterable[str], *, version: int | None
     return pl.concat([first.lazy(), rest]).sort("trajectory_id", "step_index")
 
 
+def _arguments(text: str | None) -> dict[str, Any] | str:
+    """A tool call's arguments as chat templates take them: the JSON object the lake keeps as text (the
+    OpenAI wire format) parsed into a dict, as transformers' tool-use guide asks (templates such as
+    Qwen2.5's and Llama 3.1's render ``arguments | tojson``: a string would come out double-encoded).
+    Text that is not a JSON object (a redacted or truncated call) stays text."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, dict) else text
+
+
 def _message(step: Mapping[str, Any]) -> dict[str, Any]:
     role = step["role"] if step["role"] in ("system", "user", "assistant", "tool") else "user"
     message: dict[str, Any] = {"role": role, "content": step["content"] or ""}
     if step.get("tool_calls"):
         message["tool_calls"] = [
-            {"id": c["id"], "type": "function",
-             "function": {"name": c["name"], "arguments": c["arguments"] or "{}"}}
+            {**({"id": c["id"]} if c.get("id") else {}), "type": "function",
+             "function": {"name": c["name"], "arguments": _arguments(c["arguments"])}}
             for c in step["tool_calls"]
         ]
     if step.get("tool_call_id"):
@@ -726,18 +740,69 @@ def _message(step: Mapping[str, Any]) -> dict[str, Any]:
     return message
 
 
-def _messages(prompt: str | None, steps: list[dict[str, Any]], candidate: str, kind: str) -> list[dict[str, Any]]:
+def _answer_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each ``tool`` message named after the call it answers (by ``tool_call_id``, else the next
+    unanswered call of the assistant turn before it), as TRL's tool-calling examples write them; a
+    ``tool`` message that answers no call (a harness's console output, as aider's) becomes a ``user``
+    turn: the OpenAI API refuses a tool message without a preceding ``tool_calls`` turn, and so do chat
+    templates such as gpt-oss's."""
+    pending: list[dict[str, Any]] = []
+    ids: list[str | None] = []
+    for message in messages:
+        if message["role"] == "assistant":
+            pending = [c["function"] for c in message.get("tool_calls", [])]
+            ids = [c.get("id") for c in message.get("tool_calls", [])]
+            continue
+        if message["role"] != "tool":
+            pending = []
+            continue
+        if not pending:
+            message["role"] = "user"
+            message.pop("tool_call_id", None)
+            continue
+        call_id = message.get("tool_call_id")
+        index = ids.index(call_id) if call_id in ids else 0
+        message["name"] = pending[index]["name"]
+        del pending[index], ids[index]
+    return messages
+
+
+def _messages(prompt: str | None, steps: list[dict[str, Any]], candidate: str) -> list[dict[str, Any]]:
     """The system turns that open the trajectory, the task prompt as a user turn unless the trajectory
     opens with its own user turn (its harness's rendering of the task: the prompt would be said twice,
     and in a simulated-user benchmark such as tau-bench the prompt is the user's hidden instructions),
-    the other steps, then the candidate as the final assistant turn."""
-    messages = [_message(step) for step in steps]
+    the other steps, then the candidate (a final patch or answer, or an ``action`` candidate's next
+    step after the steps before it) as the final assistant turn."""
+    messages = _answer_calls([_message(step) for step in steps])
     lead = next((i for i, m in enumerate(messages) if m["role"] != "system"), len(messages))
     if prompt and (lead == len(messages) or messages[lead]["role"] != "user"):
         messages.insert(lead, {"role": "user", "content": prompt})
-    if kind != "action" or not steps:
-        messages.append({"role": "assistant", "content": candidate})
+    messages.append({"role": "assistant", "content": candidate})
     return messages
+
+
+def _write_parquet(records: list[dict[str, Any]], path: Path) -> None:
+    """``records`` as Parquet whose ``messages`` are a list of JSON values (Parquet's JSON logical type,
+    Arrow's ``arrow.json``), each message exactly the keys it has. A struct column would give every
+    message every key any message has, null where absent (``tool_calls: None`` on a user turn), and
+    templates that test a key's presence (Llama 3.1's ``'tool_calls' in message``, DeepSeek-V3's) then
+    fail on every row. ``datasets`` reads these back as the dicts written (its ``Json`` type,
+    huggingface/datasets#8027), polars and pandas as JSON text."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    offsets, texts = [0], []
+    for record in records:
+        texts += [json.dumps(m, ensure_ascii=False) for m in record["messages"]]
+        offsets.append(len(texts))
+    values = pa.ExtensionArray.from_storage(pa.json_(), pa.array(texts, pa.string()))
+    messages = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
+    tool = pa.struct([("type", pa.string()), ("function", pa.struct([("name", pa.string())]))])
+    columns = {"messages": messages, "tools": pa.array([r["tools"] for r in records], pa.list_(tool)),
+               "label": pa.array([r["label"] for r in records], pa.float64())}
+    for name in ("split", "task_id", "candidate_id", "trajectory_id", "kind"):
+        columns[name] = pa.array([r[name] for r in records], pa.string())
+    pq.write_table(pa.table(columns), path)
 
 
 def export_slice(lake: Lake, manifest: SliceManifest, directory: str | Path, *,
@@ -748,6 +813,10 @@ def export_slice(lake: Lake, manifest: SliceManifest, directory: str | Path, *,
     unless the trajectory opens with its own, the other steps, then the candidate as the final
     assistant turn), ``tools`` (the functions the trajectory called, by name: most harness formats
     keep no schemas), ``label``, ``split`` and the ids. The manifest is written beside the files.
+    Messages are as transformers' chat templates and TRL take them: tool-call ``arguments`` a dict,
+    ``tool`` results with the ``name`` of the call they answer, reasoning as ``reasoning_content``, no
+    key a message does not have (Parquet keeps each message as a JSON value for that: see
+    :func:`_write_parquet`); JSONL is one row object per line.
 
     Returns:
         split name -> file written.
@@ -777,14 +846,14 @@ def export_slice(lake: Lake, manifest: SliceManifest, directory: str | Path, *,
                 steps = [s for s in steps if s["step_index"] < row["step_index"]]
             tools = sorted({c["name"] for s in steps for c in (s.get("tool_calls") or []) if c.get("name")})
             records.append({
-                "messages": _messages(row["prompt"], steps, row["content"], row["kind"]),
+                "messages": _messages(row["prompt"], steps, row["content"]),
                 "tools": [{"type": "function", "function": {"name": name}} for name in tools],
                 "label": row["label"], "split": split, "task_id": row["task_id"],
                 "candidate_id": row["candidate_id"], "trajectory_id": row["trajectory_id"], "kind": row["kind"],
             })
         path = directory / f"{split}.{fmt}"
         if fmt == "parquet":
-            pl.DataFrame(records).write_parquet(path)
+            _write_parquet(records, path)
         else:
             path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
         written[split] = path
