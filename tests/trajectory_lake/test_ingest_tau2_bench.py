@@ -877,6 +877,61 @@ class TestTau2Submission:
         assert "with no tau2-bench results in trajectories/ beside it" in reason
 
 
+class TestTau2LeaderboardSimulationSet:
+    """A results file some leaderboard submissions hold in ``trajectories/`` instead of tau2's ``Results``:
+    ``{domain, agent, model, total_tasks, passed, pass_rate, simulations}``, no ``info``, no ``tasks``
+    (sierra-research/tau2-bench ``web/leaderboard/public/submissions/adaptive-agent_community_2026-03-23/
+    trajectories/adaptive_agent_airline_opus46_cascata.json``: written by the submitter's export, read by
+    the leaderboard's trajectory viewer for its ``simulations``)."""
+
+    NAME = "adaptive_agent_airline_opus46_cascata"
+
+    @pytest.fixture
+    def wrapped(self, results, tmp_path):
+        submission_dir = tmp_path / "submissions" / "adaptive-agent_community_2026-03-23"
+        files = {"airline": f"{self.NAME}.json"}
+        submission = _submission(model_name="adaptive_agent", trajectory_files=files)
+        _write(submission_dir / "submission.json", submission)
+        document = {"domain": "airline", "agent": "adaptive_agent", "model": "claude-opus-4-6",
+                    "total_tasks": 4, "passed": 2, "pass_rate": 50.0, "simulations": results["simulations"]}
+        path = _write(submission_dir / "trajectories" / f"{self.NAME}.json", document)
+        lake = Lake(tmp_path / "lake")
+        return lake, ingest([submission_dir], lake), path
+
+    def test_its_simulations_are_a_run_named_after_the_file(self, wrapped, tau2, results):
+        lake, report, path = wrapped
+        assert report.sources[path.resolve().as_uri()] == "tau2-bench"
+        assert lake.read("quarantine").height == 0 and unreconciled(report) == {}
+        (run,) = lake.read("runs").to_dicts()
+        assert (run["name"], run["model"]) == (self.NAME, "claude-opus-4-6")
+        assert run["benchmark"] == "tau2-bench-airline"
+        config = json.loads(run["config"])
+        assert {k: config[k] for k in ("domain", "agent", "pass_rate")} == {
+            "domain": "airline", "agent": "adaptive_agent", "pass_rate": 50.0}
+        assert config["submission"]["model_name"] == "adaptive_agent"
+        # the same trajectories, steps and rewards as the Results file of these simulations
+        trajectories = lake.read("trajectories")
+        assert sorted(trajectories["task_id"]) == [f"tau2-bench/airline/{t}" for t in TASKS]
+        assert sorted(trajectories["n_steps"]) == sorted(tau2[0].read("trajectories")["n_steps"])
+        assert {t: _outcomes(lake, t)["reward"] for t in TASKS} == {
+            s["task_id"]: s["reward_info"]["reward"] for s in results["simulations"]}
+        assert _candidate(lake, "0")["content"] == _candidate(tau2[0], "0")["content"]
+
+    def test_a_set_cut_inside_its_simulations_keeps_the_complete_ones(self, results, tmp_path):
+        document = {"domain": "airline", "agent": "a", "model": "m", "simulations": results["simulations"]}
+        text = json.dumps(document, indent=2)
+        cut = text.index(f'"id": "{results["simulations"][2]["id"]}"')
+        path = tmp_path / f"{self.NAME}.json"
+        path.write_text(text[:cut], encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        report = ingest([path], lake)
+        assert sorted(lake.read("trajectories")["task_id"]) == [
+            f"tau2-bench/airline/{s['task_id']}" for s in results["simulations"][:2]]
+        ((locator, (_, error)),) = _quarantined(lake).items()
+        assert locator == "$.simulations[2:]" and "truncated file?" in error
+        assert unreconciled(report) == {}
+
+
 def _hallucinated(task_id: str, simulation_id: str) -> dict[str, Any]:
     """A full-duplex simulation the hallucination check rejected, as ``run_unit`` archives it."""
     sim = _voice_simulation(task_id)

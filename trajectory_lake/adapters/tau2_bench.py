@@ -92,6 +92,15 @@ file                                        lake
 
 ``artifacts/.../task.log`` and audio files are not data files (skipped by suffix).
 
+Some published submissions hold, in ``trajectories/``, not tau2's ``Results`` but their own export of the
+simulations: ``{"domain", "agent", "model", "total_tasks", "passed", "pass_rate", "simulations"}`` (no
+``info``, no ``tasks``; e.g. sierra-research/tau2-bench ``web/leaderboard/public/submissions/
+adaptive-agent_community_2026-03-23/trajectories/*.json``, which the leaderboard's trajectory viewer reads
+for its ``simulations``). Such a file is read like a results file without tasks: its run is named after
+the file (``run_name``), of ``model``, benchmark ``tau2-bench-<domain>``, its other fields the run's config
+(with the submission's, beside it); its simulations are trajectories as above. tau2 itself never writes
+this shape (``Results.save`` writes ``{timestamp, info, tasks, simulations}`` or the dir layout).
+
 **Discarded attempts.** With hallucination retries on (``--hallucination-retries``, full-duplex runs),
 ``tau2.runner.batch.run_unit`` checks each finished simulation (``check_hallucination``); when the user
 simulator made up information, it re-runs the task with feedback, archives the rejected attempt under
@@ -140,6 +149,7 @@ message keeps its fields in the trajectory's ``extra`` (``ticks_without_messages
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Iterator, Mapping, Sequence
 from functools import lru_cache
@@ -185,6 +195,9 @@ __all__ = [
 ]
 
 FAMILY = "tau2-bench"
+# A leaderboard simulation set starts {"domain": ..., ...} and lists its simulations soon after
+# (_is_simulation_set).
+_SIMULATION_SET_HEAD = re.compile(rb'\A\s*\{\s*"domain"\s*:\s*"[^"]*"[^\[]*"simulations"\s*:\s*\[')
 _KNOWN_DOMAINS = ("airline", "retail", "telecom", "mock")
 # tau2.data_model.simulation.SIMULATIONS_DIR: the "dir" layout's folder of one file per simulation.
 SIMULATIONS_DIR = "simulations"
@@ -237,12 +250,17 @@ class Tau2BenchResults(Adapter):
         if not source.is_json_document():
             return False
         head = source.head()
-        if not head.lstrip().startswith(b"{") or (b'"agent_info"' not in head and b'"user_info"' not in head):
+        wrapped = _SIMULATION_SET_HEAD.match(head) is not None
+        if not head.lstrip().startswith(b"{") or (
+            b'"agent_info"' not in head and b'"user_info"' not in head and not wrapped
+        ):
             return False  # cheap rejection before parsing
         try:
             document = source.document
-        except ValueError:
-            return b'"environment_info"' in head  # damaged: read() keeps what it can
+        except ValueError:  # damaged: read() keeps what it can
+            return b'"environment_info"' in head or (wrapped and b'"termination_reason"' in head)
+        if _is_simulation_set(document):
+            return True
         return (
             isinstance(document, dict)
             and _is_run_info(document.get("info"))
@@ -495,6 +513,8 @@ def _run_context(path: Path, fields: Mapping[str, Any]) -> tuple[dict[str, Any],
     """
     info = fields.get("info")
     tasks = fields.get("tasks") or []
+    if not isinstance(info, dict) and _is_simulation_set(fields, whole=False):
+        return _simulation_set_context(path, fields)
     if not isinstance(info, dict):
         raise _NoContext("$", "expected 'info' (object) in a tau2-bench results file")
     if not isinstance(tasks, list):  # the tasks are the results file's to quarantine; the run stands without
@@ -511,6 +531,30 @@ def _run_context(path: Path, fields: Mapping[str, Any]) -> tuple[dict[str, Any],
     except ValueError as exc:  # a name the run id cannot hash (a lone surrogate)
         raise _NoContext("$", str(exc)) from None
     return run, domain, _object(info.get("environment_info")).get("policy")
+
+
+def _simulation_set_context(path: Path, fields: Mapping[str, Any]) -> tuple[dict[str, Any], str, Any]:
+    """``(run, domain, policy)`` of a leaderboard submission's simulation set ``{domain, agent, model, ...,
+    simulations}`` (:func:`_is_simulation_set`): the run named after the file (as a results file is, by
+    :func:`run_name`), of ``model``, its other fields (``agent``, ``total_tasks``, ``passed``,
+    ``pass_rate``) its config; the domain is ``domain``, else the one the file name names.
+
+    Raises:
+        _NoContext: no domain, or a run name that cannot be hashed.
+    """
+    domain = fields.get("domain")
+    if not isinstance(domain, str) or not domain:
+        domain = env_from_name(Path(run_name(path)), _KNOWN_DOMAINS)
+    if domain is None:
+        raise _NoContext(
+            "$.domain", "cannot tell the tau2-bench domain: no 'domain', and the file name names none"
+        )
+    model = fields.get("model")
+    try:
+        run = _run(path, fields, {"agent_info": {"llm": model}}, domain)
+    except ValueError as exc:  # a name the run id cannot hash (a lone surrogate)
+        raise _NoContext("$", str(exc)) from None
+    return run, domain, None
 
 
 def _domain(path: Path, info: Mapping[str, Any], tasks: list[Any]) -> str | None:
@@ -778,6 +822,26 @@ def _metadata(path: str, mtime_ns: int, size: int) -> dict[str, Any] | None:
     if not isinstance(document, dict) or not _is_run_info(document.get("info")):
         return None
     return {k: v for k, v in document.items() if k != "simulations"}
+
+
+def _is_simulation_set(document: Any, *, whole: bool = True) -> bool:  # noqa: ANN401 - any JSON value
+    """Whether ``document`` is a leaderboard submission's simulation set: ``{"domain", "agent", "model",
+    "total_tasks", "passed", "pass_rate", "simulations": [SimulationRun]}``, a results file without ``info``
+    or ``tasks`` that submitters' own export scripts write into ``<submission>/trajectories/`` (published
+    in sierra-research/tau2-bench ``web/leaderboard/public/submissions/*/trajectories/``, whose trajectory
+    viewer reads only its ``simulations``). ``whole``: its first simulations must look like ``SimulationRun``
+    dumps too (a damaged file's salvaged fields have none)."""
+    if not isinstance(document, dict) or "info" in document or not isinstance(document.get("domain"), str):
+        return False
+    if not any(key in document for key in ("model", "agent")):
+        return False
+    if not whole:
+        return True
+    simulations = document.get("simulations")
+    return isinstance(simulations, list) and bool(simulations) and all(
+        isinstance(sim, dict) and "task_id" in sim and ("messages" in sim or "ticks" in sim)
+        for sim in simulations[:5]
+    )
 
 
 def _is_run_info(info: Any) -> bool:  # noqa: ANN401 - any JSON value
