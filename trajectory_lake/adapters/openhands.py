@@ -1126,6 +1126,10 @@ def submitted_attempts(run_dir: Path) -> dict[str, int]:
 def _submitted_attempts(path: Path, _size: int, _mtime_ns: int) -> tuple[tuple[str, int], ...]:
     out: dict[str, int] = {}
     try:
+        if not _critic_attempt_names(path.parent, path.parent.stat().st_mtime_ns):
+            with path.open("rb") as lines:
+                if b'"attempt"' not in lines.readline():
+                    return ()  # an OpenHands V0 output (no attempts): every line is rollout attempt 0
         for record in json_objects(path):
             instance_id = record.get("instance_id")
             if isinstance(instance_id, int) and not isinstance(instance_id, bool):
