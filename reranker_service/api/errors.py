@@ -9,6 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from reranker_service.api.routes import check_bearer
 from reranker_service.api.schemas import REQUEST_SHAPES
 from reranker_service.exceptions import (
     EngineNotReadyError,
@@ -59,6 +60,12 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI parses a body before it runs the routes' dependencies, so a body that is not JSON
+        # would tell a caller without a token more than 401: check the token first.
+        try:
+            check_bearer(request)
+        except UnauthorizedError as refused:
+            return await unauthorized(request, refused)
         found = [{**e, "loc": _without_shape(tuple(e.get("loc", ())))} for e in exc.errors()]
         errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in found]
         message = _describe([{**e, "ctx": e.get("ctx")} for e in found])

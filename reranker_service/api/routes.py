@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 
 from reranker_service.api.schemas import (
     AnyRerankRequest,
@@ -47,23 +48,34 @@ from reranker_service.exceptions import RequestTooLargeError, UnauthorizedError
 from reranker_service.metrics import CONTENT_TYPE
 from reranker_service.service import Ranking, RerankService, steps_of_messages
 
-__all__ = ["CLIENT_CLOSED", "public", "router"]
+__all__ = ["CLIENT_CLOSED", "check_bearer", "public", "router"]
 
 T = TypeVar("T")
 CLIENT_CLOSED = 499  # nginx's status for "the client closed the connection first"; nobody reads it
 _bearer = HTTPBearer(auto_error=False)
 
 
-async def authorize(
-    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)
-) -> None:
-    """Require ``Authorization: Bearer <key>`` when the app has keys (constant-time comparison)."""
+def check_bearer(request: Request) -> None:
+    """Require ``Authorization: Bearer <key>`` when the app has keys (constant-time comparison).
+
+    Raises:
+        UnauthorizedError: keys are configured and the request has none of them.
+    """
     keys: tuple[str, ...] = request.app.state.api_keys
     if not keys:
         return
-    token = credentials.credentials if credentials else ""
+    scheme, token = get_authorization_scheme_param(request.headers.get("authorization"))
+    if scheme.lower() != "bearer":
+        token = ""
     if not any(secrets.compare_digest(token.encode(), key.encode()) for key in keys):
         raise UnauthorizedError("missing or invalid bearer token (send 'Authorization: Bearer <key>')")
+
+
+async def authorize(
+    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)
+) -> None:
+    """:func:`check_bearer` as the routers' dependency (``credentials`` declares the scheme in OpenAPI)."""
+    check_bearer(request)
 
 
 def service_of(request: Request) -> RerankService:

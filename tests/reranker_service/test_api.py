@@ -323,6 +323,16 @@ class TestAuth:
         assert "error" in body, f"401 body is {body}"
         assert "bearer token" in body["error"]["message"]
 
+    @pytest.mark.parametrize("path", ["/v1/rerank", "/v2/rerank", "/v1/feedback"])
+    def test_a_body_that_is_not_json_gets_401_not_422_without_a_token(self, guarded, path):
+        # FastAPI parses the body before the auth dependency runs; the answer must still be 401.
+        with guarded.client() as http:
+            refused = http.post(path, content=b'{"task": oops', headers={"Content-Type": "application/json"})
+        with guarded.client(headers={"Authorization": "Bearer k1"}) as http:
+            parsed = http.post(path, content=b'{"task": oops', headers={"Content-Type": "application/json"})
+        assert (refused.status_code, refused.json()["error"]["type"]) == (401, "unauthorized")
+        assert parsed.status_code == 422
+
     def test_rerank_needs_no_token_when_no_keys_are_set(self, http):
         assert http.post("/v1/rerank", json=rerank_body(2)).status_code == 200
 
