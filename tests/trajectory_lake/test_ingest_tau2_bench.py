@@ -917,6 +917,26 @@ class TestTau2LeaderboardSimulationSet:
             s["task_id"]: s["reward_info"]["reward"] for s in results["simulations"]}
         assert _candidate(lake, "0")["content"] == _candidate(tau2[0], "0")["content"]
 
+    def test_a_bare_list_of_simulations_takes_its_domain_from_the_submission(self, results, tau2, tmp_path):
+        # adaptive-agent_ironshell-ui_2026-03-22/trajectories/adaptive-agent_airline_claude-opus-4-6_1trial
+        # .json is a JSON array of SimulationRun dumps; submission.json's trajectory_files names its domain
+        submission_dir = tmp_path / "submissions" / "adaptive-agent_ironshell-ui_2026-03-22"
+        name = "adaptive-agent_first_claude-opus-4-6_1trial"  # a name that names no domain
+        files = {"airline": f"{name}.json"}
+        submission = _submission(model_name="adaptive-agent", trajectory_files=files)
+        _write(submission_dir / "submission.json", submission)
+        path = _write(submission_dir / "trajectories" / f"{name}.json", results["simulations"])
+        lake = Lake(tmp_path / "lake")
+        report = ingest([submission_dir], lake)
+        assert report.sources[path.resolve().as_uri()] == "tau2-bench"
+        assert lake.read("quarantine").height == 0 and unreconciled(report) == {}
+        (run,) = lake.read("runs").to_dicts()
+        assert (run["name"], run["model"], run["benchmark"]) == (name, None, "tau2-bench-airline")
+        assert json.loads(run["config"])["submission"]["model_name"] == "adaptive-agent"
+        assert sorted(lake.read("trajectories")["task_id"]) == [f"tau2-bench/airline/{t}" for t in TASKS]
+        assert sorted(lake.read("steps")["content"].drop_nulls()) == sorted(
+            tau2[0].read("steps")["content"].drop_nulls())
+
     def test_a_set_cut_inside_its_simulations_keeps_the_complete_ones(self, results, tmp_path):
         document = {"domain": "airline", "agent": "a", "model": "m", "simulations": results["simulations"]}
         text = json.dumps(document, indent=2)

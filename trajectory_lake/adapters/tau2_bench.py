@@ -98,8 +98,10 @@ simulations: ``{"domain", "agent", "model", "total_tasks", "passed", "pass_rate"
 adaptive-agent_community_2026-03-23/trajectories/*.json``, which the leaderboard's trajectory viewer reads
 for its ``simulations``). Such a file is read like a results file without tasks: its run is named after
 the file (``run_name``), of ``model``, benchmark ``tau2-bench-<domain>``, its other fields the run's config
-(with the submission's, beside it); its simulations are trajectories as above. tau2 itself never writes
-this shape (``Results.save`` writes ``{timestamp, info, tasks, simulations}`` or the dir layout).
+(with the submission's, beside it); its simulations are trajectories as above. Others hold a bare JSON
+list of the simulations (``adaptive-agent_ironshell-ui_2026-03-22``), read the same way, the domain being
+the one the submission's ``trajectory_files`` file it under (else the file name's). tau2 itself writes
+neither shape (``Results.save`` writes ``{timestamp, info, tasks, simulations}`` or the dir layout).
 
 **Discarded attempts.** With hallucination retries on (``--hallucination-retries``, full-duplex runs),
 ``tau2.runner.batch.run_unit`` checks each finished simulation (``check_hallucination``); when the user
@@ -250,6 +252,13 @@ class Tau2BenchResults(Adapter):
         if not source.is_json_document():
             return False
         head = source.head()
+        if head.lstrip().startswith(b"["):  # a leaderboard submission's bare list of simulations
+            if b'"task_id"' not in head or (b'"messages"' not in head and b'"ticks"' not in head):
+                return False
+            try:
+                return _is_simulation_list(source.document)
+            except ValueError:
+                return False
         wrapped = _SIMULATION_SET_HEAD.match(head) is not None
         if not head.lstrip().startswith(b"{") or (
             b'"agent_info"' not in head and b'"user_info"' not in head and not wrapped
@@ -298,6 +307,8 @@ class Tau2BenchResults(Adapter):
                     text[stop:].encode("utf-8", "surrogatepass"),
                 )
         else:
+            if _is_simulation_list(document):
+                document = {"simulations": document}  # a leaderboard submission's bare list
             if not isinstance(document, dict):
                 yield self.quarantine(
                     "$", f"expected a JSON object, got {type(document).__name__}", source.data
@@ -513,7 +524,8 @@ def _run_context(path: Path, fields: Mapping[str, Any]) -> tuple[dict[str, Any],
     """
     info = fields.get("info")
     tasks = fields.get("tasks") or []
-    if not isinstance(info, dict) and _is_simulation_set(fields, whole=False):
+    bare = list(fields) == ["simulations"]  # a leaderboard submission's bare list (Tau2BenchResults.read)
+    if not isinstance(info, dict) and (bare or _is_simulation_set(fields, whole=False)):
         return _simulation_set_context(path, fields)
     if not isinstance(info, dict):
         raise _NoContext("$", "expected 'info' (object) in a tau2-bench results file")
@@ -535,16 +547,20 @@ def _run_context(path: Path, fields: Mapping[str, Any]) -> tuple[dict[str, Any],
 
 def _simulation_set_context(path: Path, fields: Mapping[str, Any]) -> tuple[dict[str, Any], str, Any]:
     """``(run, domain, policy)`` of a leaderboard submission's simulation set ``{domain, agent, model, ...,
-    simulations}`` (:func:`_is_simulation_set`): the run named after the file (as a results file is, by
-    :func:`run_name`), of ``model``, its other fields (``agent``, ``total_tasks``, ``passed``,
-    ``pass_rate``) its config; the domain is ``domain``, else the one the file name names.
+    simulations}`` (:func:`_is_simulation_set`), or of its bare list of simulations (``fields`` then holds
+    only them): the run named after the file (as a results file is, by :func:`run_name`), of ``model``, its
+    other fields (``agent``, ``total_tasks``, ``passed``, ``pass_rate``) its config; the domain is
+    ``domain``, else the one the submission's ``trajectory_files`` file it under, else the one the file
+    name names.
 
     Raises:
         _NoContext: no domain, or a run name that cannot be hashed.
     """
     domain = fields.get("domain")
     if not isinstance(domain, str) or not domain:
-        domain = env_from_name(Path(run_name(path)), _KNOWN_DOMAINS)
+        files = _object(_submission_of(path)).get("trajectory_files")
+        named = [d for d, name in _object(files).items() if name == path.name and isinstance(d, str) and d]
+        domain = named[0] if len(named) == 1 else env_from_name(Path(run_name(path)), _KNOWN_DOMAINS)
     if domain is None:
         raise _NoContext(
             "$.domain", "cannot tell the tau2-bench domain: no 'domain', and the file name names none"
@@ -841,6 +857,20 @@ def _is_simulation_set(document: Any, *, whole: bool = True) -> bool:  # noqa: A
     return isinstance(simulations, list) and bool(simulations) and all(
         isinstance(sim, dict) and "task_id" in sim and ("messages" in sim or "ticks" in sim)
         for sim in simulations[:5]
+    )
+
+
+def _is_simulation_list(document: Any) -> bool:  # noqa: ANN401 - any JSON value
+    """Whether ``document`` is a bare list of ``SimulationRun`` dumps, as some leaderboard submissions hold
+    in ``trajectories/`` (sierra-research/tau2-bench ``web/leaderboard/public/submissions/
+    adaptive-agent_ironshell-ui_2026-03-22/trajectories/*.json``)."""
+    return isinstance(document, list) and bool(document) and all(
+        isinstance(sim, dict)
+        and isinstance(sim.get("id"), str)
+        and "task_id" in sim
+        and ("messages" in sim or "ticks" in sim)
+        and ("termination_reason" in sim or "start_time" in sim)
+        for sim in document[:5]
     )
 
 
