@@ -787,6 +787,18 @@ class TestOpenHandsBenchmarksFolder:
         assert set(outcomes["outcome_id"]) == ids
 
 
+    def test_a_swe_bench_pro_run_without_its_metadata_is_named_by_its_folder(self, tmp_path):
+        # OpenHands/benchmarks names the folder <dataset>-<split> (swebenchpro/run_infer.py): without
+        # metadata.json, its lines (which carry none) are still SWE-bench Pro tasks
+        run = tmp_path / "ScaleAI__SWE-bench_Pro-test" / "gpt-5_sdk_1a2b3c4_maxiter_100_N_v1"
+        run.mkdir(parents=True)
+        instance = "instance_NodeBB__NodeBB-04998908ba6721d64eba79ae3b65a351dcfbc5b5-vnan"
+        write_jsonl(run / "output.jsonl", [_v1_line(instance, 1, with_attempt=True)])
+        lake = Lake(tmp_path / "lake")
+        ingest([run], lake)
+        (row,) = lake.read("trajectories").select("task_id", "benchmark").to_dicts()
+        assert row == {"task_id": f"swe-bench-pro/{instance}", "benchmark": "swe-bench-pro"}
+
     @pytest.mark.parametrize("order", ["together", "results later"])
     def test_a_swe_bench_pro_infrastructure_error_is_no_failure(self, order, tmp_path):
         # swe_bench_pro_eval.py keeps an instance whose evaluation never ran (InfrastructureError: an image it

@@ -988,6 +988,8 @@ def _eval_task_family(dataset: Any, instance_id: str, path: Path) -> tuple[str, 
         ('swe-bench-pro', 'swe-bench-pro')
         >>> _eval_task_family("princeton-nlp/SWE-bench_Lite", "django__django-11099", Path("output.jsonl"))
         ('swe-bench', 'swe-bench-lite')
+        >>> _eval_task_family(None, "instance_a__b-1f-vnan", Path("ScaleAI__SWE-bench_Pro-test/r/x.jsonl"))
+        ('swe-bench-pro', 'swe-bench-pro')
     """
     text = dataset.lower() if isinstance(dataset, str) else ""
     if re.search(r"multi[-_ ]?swe[-_ ]?bench", text):
@@ -997,9 +999,10 @@ def _eval_task_family(dataset: Any, instance_id: str, path: Path) -> tuple[str, 
     if re.search(r"swe[-_ ]?bench", text):
         benchmark = infer_benchmark(None, Path(text))
         return task_family(benchmark), benchmark
-    if not text:
-        if _SWE_INSTANCE.match(instance_id):
-            return FAMILY, infer_benchmark(None, path)
+    if not text:  # no metadata: the run folder's path may name the dataset (<dataset>-<split>/<run>/)
+        benchmark = infer_benchmark(None, path)
+        if benchmark == PRO_FAMILY or _SWE_INSTANCE.match(instance_id):
+            return task_family(benchmark), benchmark
         return "openhands-eval", "openhands-eval"
     slug = (
         re.sub(r"[^a-z0-9._-]+", "-", _path_parts(text.replace("__", "/"))[-1]).strip("-") or "openhands-eval"
