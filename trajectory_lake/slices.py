@@ -784,10 +784,12 @@ def _messages(prompt: str | None, steps: list[dict[str, Any]], candidate: str) -
 def _write_parquet(records: list[dict[str, Any]], path: Path) -> None:
     """``records`` as Parquet whose ``messages`` are a list of JSON values (Parquet's JSON logical type,
     Arrow's ``arrow.json``), each message exactly the keys it has. A struct column would give every
-    message every key any message has, null where absent (``tool_calls: None`` on a user turn), and
-    templates that test a key's presence (Llama 3.1's ``'tool_calls' in message``, DeepSeek-V3's) then
-    fail on every row. ``datasets`` reads these back as the dicts written (its ``Json`` type,
-    huggingface/datasets#8027), polars and pandas as JSON text."""
+    message every key any message has, null where absent (``tool_calls: None`` on a user turn): TRL
+    documents these "spurious None values" (its ``remove_none_values``), and templates that test a key's
+    presence (Llama 3.1's ``'tool_calls' in message``, DeepSeek-V3's) fail on them wherever the messages
+    reach the template as read (transformers 5's ``apply_chat_template`` drops a message's top-level
+    None keys first; earlier ones and other renderers do not). ``datasets`` (>= 4.7, its ``Json`` type)
+    reads these back as the dicts written; polars and pandas read JSON text."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
