@@ -955,3 +955,26 @@ class TestSweBenchProHarnessOutput:
         (task,) = lake.read("tasks").filter(pl.col("task_id").str.contains("NodeBB")).to_dicts()
         assert (task["task_id"], task["benchmark"], task["prompt"]) == (
             f"swe-bench-pro/{self.PASSED}", "swe-bench-pro", "Fix the user page")
+
+    def test_the_harness_s_own_predictions_are_pro_predictions_wherever_they_lie(self, tmp_path):
+        # helper_code/gather_patches.py writes the harness's --patch_path: a JSON array {instance_id, patch,
+        # prefix}; evaluated with --output_dir beside it, eval_results.json labels its patches
+        run = tmp_path / "runs" / "sample1"
+        run.mkdir(parents=True)
+        patches = [{"instance_id": i, "patch": f"diff --git a/{n} b/{n}\n", "prefix": "grok-code-fast-1"}
+                   for n, i in enumerate((self.PASSED, self.FAILED))]
+        (run / "grok-code-fast-1_patches.json").write_text(json.dumps(patches, indent=2))
+        (run / "eval_results.json").write_text(json.dumps({self.PASSED: True, self.FAILED: False}))
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run], lake)
+        assert report.total("quarantined") == 0
+        (row,) = lake.read("runs").to_dicts()
+        assert (row["name"], row["model"]) == ("sample1", "grok-code-fast-1")
+        assert row["benchmark"] == "swe-bench-pro"  # the format is the Pro harness's, whatever the path
+        labelled = lake.read("candidates").join(lake.read("outcomes"), on="candidate_id", how="left")
+        assert sorted((r["task_id"], r["content"], r["name"], r["value"]) for r in labelled.to_dicts()) == [
+            (f"swe-bench-pro/{self.PASSED}", "diff --git a/0 b/0\n", "resolved", 1.0),
+            (f"swe-bench-pro/{self.FAILED}", "diff --git a/1 b/1\n", "resolved", 0.0),
+        ]
+        (extra,) = {e for e in lake.read("trajectories")["extra"]}
+        assert json.loads(extra) == {"prefix": "grok-code-fast-1"}

@@ -6,7 +6,9 @@ Formats (from the SWE-bench harness and the published leaderboard submissions):
   patch, test_patch, FAIL_TO_PASS, ...``) as JSONL or a JSON array;
 * **predictions** — ``all_preds.jsonl`` / ``preds.jsonl`` lines ``{instance_id, model_name_or_path,
   model_patch}``, the ``preds.json`` object keyed by instance id, and labelled candidate sets that add
-  ``system`` and ``resolved`` to each line;
+  ``system`` and ``resolved`` to each line; and the SWE-bench Pro harness's ``--patch_path`` array
+  ``[{instance_id, patch, prefix}]`` (``helper_code/gather_patches.py``), whose ``prefix`` is the run's model
+  (the harness names the run's outputs by it) and whose tasks are SWE-bench Pro's;
 * **reports** (labels only) — the per-instance ``report.json`` ``{iid: {resolved, tests_status}}``,
   the run summary ``{resolved_ids, unresolved_ids, ...}`` and the older ``results.json``
   ``{resolved: [...], applied: [...], ...}`` (the leaderboard's later ``{resolved, no_generation, no_logs}``
@@ -404,8 +406,22 @@ def _is_damaged_prediction(record: Any) -> bool:  # noqa: ANN401 - any JSON valu
     """A prediction that lost its ``model_patch`` or its ``instance_id`` (read quarantines it)."""
     if not isinstance(record, dict) or "problem_statement" in record:
         return False
-    return "model_patch" in record or (
+    return "model_patch" in record or _is_pro_patch(record) or (
         "instance_id" in record and ("model_name_or_path" in record or "system" in record)
+    )
+
+
+def _is_pro_patch(record: Any) -> bool:  # noqa: ANN401 - any JSON value
+    """Whether ``record`` is an entry of the SWE-bench Pro harness's predictions, ``{instance_id, patch,
+    prefix}`` (``swe_bench_pro_eval.py --patch_path``: a JSON array, as scaleapi/SWE-bench_Pro-os
+    ``helper_code/gather_patches.py`` writes it; the harness reads ``model_patch``, else ``patch``, and names
+    its per-instance outputs ``<prefix>_*``). A dataset row has a gold ``patch`` too, but no ``prefix``."""
+    return (
+        isinstance(record, dict)
+        and "patch" in record
+        and "prefix" in record
+        and "model_patch" not in record
+        and "problem_statement" not in record
     )
 
 
@@ -545,6 +561,8 @@ class SweBenchPredictions(_RecordAdapter):
         document = source.is_json_document()  # a JSON document may key its records by instance id
 
         def whole(record: Any) -> bool:  # noqa: ANN401 - any JSON value
+            if _is_pro_patch(record):
+                return "instance_id" in record
             return (
                 isinstance(record, dict) and "model_patch" in record and ("instance_id" in record or document)
             )
@@ -556,6 +574,8 @@ class SweBenchPredictions(_RecordAdapter):
         hints = _trajectory_hints(run_dir)
         for record in _sample(source):
             model = record.get("model_name_or_path") if isinstance(record, dict) else None
+            if model is None and _is_pro_patch(record):
+                model = record.get("prefix")
             if isinstance(model, str):
                 if model != run_dir.name:  # the folder's name is never offered as the run's model (_bundle)
                     hints["model"] = model
@@ -582,6 +602,9 @@ class SweBenchPredictions(_RecordAdapter):
         beside: dict[str, Any],
     ) -> Bundle:
         instance_id = _require_str(record, "instance_id")
+        pro = _is_pro_patch(record)  # the SWE-bench Pro harness's {instance_id, patch, prefix}
+        if pro:
+            record = {"model_patch": record["patch"], **{k: v for k, v in record.items() if k != "patch"}}
         # The harness reads record["model_patch"]: null is an empty submission, a missing key is damage.
         if "model_patch" not in record:
             raise ValueError("field 'model_patch' is missing")
@@ -594,10 +617,14 @@ class SweBenchPredictions(_RecordAdapter):
         if system is not None and not isinstance(system, str):
             raise ValueError(f"field 'system' must be a string, got {system!r}")
         benchmark = infer_benchmark(record.get("benchmark"), source.path)
+        if pro and benchmark == FAMILY:
+            benchmark = PRO_FAMILY  # only the SWE-bench Pro harness reads this format
         if system:  # a labelled candidate set: each line names its own run
             run = make_run(name=system, benchmark=benchmark)
         else:
             model = record.get("model_name_or_path")
+            if model is None and pro:
+                model = record.get("prefix")  # what the harness names this run's outputs by
             if model is not None and not isinstance(model, str):  # the run's model: a string or nothing
                 raise ValueError(f"field 'model_name_or_path' must be a string, got {model!r}")
             if model == group.run_name:
@@ -817,7 +844,7 @@ class SweBenchProTestResults(Adapter):
             return False
         tests = document["tests"]
         return isinstance(tests, list) and all(
-            isinstance(test, dict) and isinstance(test.get("name"), str) and isinstance(test.get("status"), str)
+            isinstance(test, dict) and all(isinstance(test.get(key), str) for key in ("name", "status"))
             for test in tests
         )
 
