@@ -16,6 +16,7 @@ import json
 import logging
 import math
 import os
+import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, date, datetime
@@ -25,6 +26,7 @@ from urllib.parse import unquote
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.fs as pa_fs
 from deltalake import CommitProperties, DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError as DeltaTableNotFound
 from deltalake.fs import DeltaStorageHandler
@@ -135,24 +137,61 @@ class Lake:
     # -- reading --------------------------------------------------------------------------------
 
     def delta_table(self, table: str, *, version: int | str | datetime | None = None) -> DeltaTable:
-        """The ``deltalake.DeltaTable`` of ``table``, at ``version`` (a number, an RFC 3339 time or a datetime).
+        """The ``deltalake.DeltaTable`` of ``table`` at ``version`` (a number, an RFC 3339 time, a datetime).
+
+        A time is the latest version committed at or before it (a naive time is UTC); a time before the
+        table was created is an error, not its empty first version.
 
         Raises:
             TableNotFoundError: the table or the version does not exist.
         """
+        if isinstance(version, int) and version < 0:
+            raise TableNotFoundError(f"cannot load {table!r} at version {version}: versions start at 0")
+        when = _as_datetime(version) if isinstance(version, str) else version
         try:
             if isinstance(version, int):  # straight to that version: one log replay, not two
                 dt = DeltaTable(self.table_uri(table), version=version, storage_options=self.storage_options)
             else:
                 dt = DeltaTable(self.table_uri(table), storage_options=self.storage_options)
                 if version is not None:
-                    dt.load_as_version(version)
+                    dt.load_as_version(when)
         except (DeltaTableNotFound, FileNotFoundError) as exc:
-            raise TableNotFoundError(f"lake table {table!r} not found at {self.table_uri(table)}: {exc}") from exc
+            raise TableNotFoundError(f"lake table {table!r} not found at {self.table_uri(table)}: "
+                                     f"{_one_line(exc)}") from exc
         except DeltaError as exc:
             note = self._latest_note(table)
-            raise TableNotFoundError(f"cannot load {table!r} at version {version!r}{note}: {exc}") from exc
+            message = f"cannot load {table!r} at version {version!r}{note}: {_one_line(exc)}"
+            raise TableNotFoundError(message) from exc
+        if isinstance(when, datetime):
+            # delta-rs answers a time before the first commit with version 0; Spark and the kernel refuse it.
+            created = datetime.fromtimestamp(dt.metadata().created_time / 1000, tz=UTC)
+            asked = when.astimezone(UTC) if when.tzinfo else when.replace(tzinfo=UTC)
+            if asked < created:
+                raise TableNotFoundError(f"cannot load {table!r} as of {asked.isoformat()}: the table was "
+                                         f"created later, at {created.isoformat()}")
+            # delta-rs picks the version by its commit file's modification time, which object stores keep to
+            # the second: a commit up to a second after the time would count. Step back to the commit
+            # times the log records (those `history` shows), to the millisecond.
+            resolved = dt.version()
+            while resolved > 0 and (self._commit_millis(table, resolved) or 0) > asked.timestamp() * 1000:
+                resolved -= 1
+            if resolved != dt.version():
+                dt.load_as_version(resolved)
         return dt
+
+    def _commit_millis(self, table: str, version: int) -> int | None:
+        """The time (ms since the epoch) the commit of ``version`` records, if its log entry is there."""
+        store = DeltaStorageHandler(self.table_uri(table), self.storage_options)
+        try:
+            with store.open_input_file(f"_delta_log/{version:020d}.json") as entry:
+                lines = entry.read().decode().splitlines()
+        except OSError:  # gone with the log's cleanup: keep delta-rs' answer
+            return None
+        for line in lines:
+            info = json.loads(line).get("commitInfo") if line.strip() else None
+            if info and isinstance(info.get("timestamp"), int):
+                return info["timestamp"]
+        return None
 
     def _latest_note(self, table: str) -> str:
         """``" (its latest version is N)"``, for an error about a version the table does not have."""
@@ -167,8 +206,17 @@ class Lake:
         return pl.scan_delta(self.delta_table(table, version=version))
 
     def read(self, table: str, *, version: int | str | datetime | None = None) -> pl.DataFrame:
-        """``scan`` + collect."""
-        return self.scan(table, version=version).collect()
+        """``scan`` + collect.
+
+        Raises:
+            TableNotFoundError: the table or the version does not exist, or a data file of the version is
+                gone (``vacuum`` deleted it).
+        """
+        frame = self.scan(table, version=version)
+        try:
+            return frame.collect()
+        except FileNotFoundError as exc:
+            raise TableNotFoundError(_missing_files_message(table, version, exc)) from exc
 
     def version(self, table: str) -> int:
         """The latest version of ``table``."""
@@ -420,32 +468,61 @@ class _Maintenance:
     def optimize(self, table: str, *, z_order: Sequence[str] = ()) -> dict[str, Any]:
         """Compact ``table``'s small files (or z-order them by ``z_order`` columns); returns delta-rs metrics."""
         dt = self._lake.delta_table(table)
-        properties = CommitProperties(custom_metadata={"harvest.operation": "optimize"},
+        properties = CommitProperties(custom_metadata=_maintenance_metadata("optimize"),
                                       max_commit_retries=_MAX_COMMIT_RETRIES)
         if z_order:
             return dt.optimize.z_order(list(z_order), commit_properties=properties)
         return dt.optimize.compact(commit_properties=properties)
 
-    def vacuum(self, table: str, *, retention_hours: float | None = None, dry_run: bool = True) -> list[str]:
+    def vacuum(self, table: str, *, retention_hours: int | None = None, dry_run: bool = True) -> list[str]:
         """Delete files no longer needed, keeping every version a saved slice manifest pins.
+
+        Deleted: files the table removed (compaction, rewrites) longer than ``retention_hours`` ago, and
+        files in the table's folder that no version references and that were written longer ago than
+        that: what a crashed ingest left (``harvest-staging-<id>/`` parts). A retention shorter than a
+        running ingest can delete the parts it has staged but not yet committed.
 
         Args:
             table: the table.
-            retention_hours: keep files removed less than this long ago (default: the table's
-                ``delta.deletedFileRetentionDuration``, 30 days); below it is allowed on purpose.
+            retention_hours: whole hours (default: the table's ``delta.deletedFileRetentionDuration``,
+                30 days); below the table's retention is allowed on purpose.
             dry_run: only list what would be deleted (the default, as in delta-rs).
 
         Returns:
-            The files deleted (or that would be).
+            The files deleted (or that would be), relative to the table's folder.
+
+        Raises:
+            ValueError: ``retention_hours`` is negative or not a whole number.
         """
+        if retention_hours is not None and (retention_hours < 0 or retention_hours != int(retention_hours)):
+            raise ValueError(f"retention_hours must be a whole number of hours >= 0, got {retention_hours}")
         keep = sorted(self._lake.pinned_versions().get(table, set()))
-        return self._lake.delta_table(table).vacuum(
-            retention_hours=None if retention_hours is None else int(retention_hours),
-            dry_run=dry_run,
-            enforce_retention_duration=retention_hours is None,
-            keep_versions=keep or None,
-            commit_properties=CommitProperties(custom_metadata={"harvest.operation": "vacuum"}),
-        )
+        dt = self._lake.delta_table(table)
+        options: dict[str, Any] = {
+            "retention_hours": None if retention_hours is None else int(retention_hours),
+            "enforce_retention_duration": retention_hours is None,
+            "keep_versions": keep or None,
+            # delta-rs' default "lite" vacuum never deletes a file no commit removed (a crashed ingest's
+            # staged parts); "full" also deletes unreferenced files older than the retention.
+            "full": True,
+        }
+        # delta-rs lists a removed file as deleted on every later vacuum, even once it is gone (and
+        # commits VACUUM START/END for it): report, and delete, only files still there.
+        planned = dt.vacuum(dry_run=True, **options)
+        present = self._present(table, planned)
+        if dry_run or not present:
+            return present
+        gone = set(planned) - set(present)
+        properties = CommitProperties(custom_metadata=_maintenance_metadata("vacuum"))
+        return [f for f in dt.vacuum(dry_run=False, commit_properties=properties, **options) if f not in gone]
+
+    def _present(self, table: str, paths: list[str]) -> list[str]:
+        """The ``paths`` (relative to ``table``'s folder, as stored: ``b=x%20y/...``) that exist."""
+        if not paths:
+            return []
+        store = DeltaStorageHandler(self._lake.table_uri(table), self._lake.storage_options)
+        infos = store.get_file_info(paths)
+        return [p for p, info in zip(paths, infos, strict=True) if info.type != pa_fs.FileType.NotFound]
 
     def stats(self, table: str, *, version: int | str | datetime | None = None) -> dict[str, Any]:
         """Version, rows, data files, bytes and last commit of ``table``."""
@@ -461,6 +538,36 @@ class _Maintenance:
             "last_operation": last.get("operation"),
             "last_commit": datetime.fromtimestamp(last["timestamp"] / 1000, tz=UTC).isoformat() if last else None,
         }
+
+
+def _maintenance_metadata(operation: str) -> dict[str, str]:
+    """The commit metadata of a maintenance operation: what ran, and which Harvest ran it."""
+    from trajectory_lake.ingest import tool_version  # ingest imports this module
+
+    return {"harvest.operation": operation, "harvest.tool_version": tool_version()}
+
+
+def _as_datetime(text: str) -> datetime | str:
+    """An ISO 8601 / RFC 3339 time as a datetime (``Z`` or an offset; none is UTC), else ``text``
+    unchanged for delta-rs to judge."""
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return text
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error's message on one line: delta-rs and object_store messages span several, with ANSI colours."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    return " ".join(part for part in re.split(r"\s*(?:\n|↳)\s*", text) if part).strip()
+
+
+def _missing_files_message(table: str, version: object, exc: BaseException) -> str:
+    """The error for a read whose data files are gone."""
+    at = "the latest version" if version is None else f"version {version!r}"
+    return (f"cannot read {table!r} at {at}: a data file it references is gone (deleted by vacuum?): "
+            f"{_one_line(exc)}")
 
 
 def _chunks(reader: pa.RecordBatchReader, chunk_bytes: int) -> Iterator[pa.RecordBatchReader]:

@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -23,7 +24,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from trajectory_lake import KEYS, Lake, ingest
+from trajectory_lake import KEYS, Lake, TableNotFoundError, ingest
 from trajectory_lake.lake import conform
 
 pytestmark = pytest.mark.slow
@@ -232,3 +233,36 @@ class TestConcurrentWriters:
             assert frame.select(KEYS[table]).n_unique() == expected, table
         assert lake.read("runs").height == 4
         assert lake.read("ingests").height == 4
+
+
+class TestMaintenance:
+    """History, time travel and vacuum on both stores: S3 keeps file times to the second and lists
+    objects instead of reading a directory."""
+
+    @staticmethod
+    def _event(request_id: str) -> pa.Table:
+        row = {"request_id": request_id, "candidate_hashes": ["a"], "scores": [0.5], "chosen": 0}
+        return conform("rerank_events", [row])
+
+    def test_as_of_history_and_vacuum_keep_pinned_versions_and_delete_a_crashed_appends_parts(self, new_lake):
+        lake = new_lake().create()
+        lake.append("rerank_events", self._event("r1"), metadata={"harvest.ingest_id": "first"})
+        lake.append("rerank_events", self._event("r2"))  # most likely within the same second as r1
+        history = lake.history("rerank_events")
+        assert [c["version"] for c in history] == [2, 1, 0] and history[1]["harvest.ingest_id"] == "first"
+        at_v1 = datetime.fromtimestamp(history[1]["timestamp"] / 1000, tz=UTC)
+        assert lake.read("rerank_events", version=at_v1)["request_id"].to_list() == ["r1"]
+        with pytest.raises(TableNotFoundError, match="the table was created later"):
+            lake.read("rerank_events", version="2000-01-01T00:00:00Z")
+
+        lake.staged_append("rerank_events").write(self._event("r3"))  # a crash before its commit
+        lake.maintenance.optimize("rerank_events")
+        lake.record_slice("b2:pinned", "pinned", "{}", {"rerank_events": 1})
+        deleted = lake.maintenance.vacuum("rerank_events", retention_hours=0, dry_run=False)
+        # v2's own file, and the staging table's part and log entry; v1's file stays for the slice
+        assert len(deleted) == 3 and sum(p.startswith("harvest-staging-") for p in deleted) == 2, deleted
+        assert lake.maintenance.vacuum("rerank_events", retention_hours=0) == []
+        assert lake.read("rerank_events", version=1)["request_id"].to_list() == ["r1"]
+        with pytest.raises(TableNotFoundError, match="a data file it references is gone"):
+            lake.read("rerank_events", version=2)
+        assert sorted(lake.read("rerank_events")["request_id"]) == ["r1", "r2"]

@@ -8,6 +8,9 @@ to any data table, while every ingest that does write commits once per table wit
 from __future__ import annotations
 
 import json
+import os
+import time
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import polars as pl
@@ -185,3 +188,127 @@ class TestAppend:
     def test_an_unknown_table_is_rejected_with_the_known_names(self, tmp_path):
         with pytest.raises(ValueError, match="unknown lake table 'rollouts'; expected one of runs, tasks"):
             Lake(tmp_path / "lake").table_uri("rollouts")
+
+
+def _event(request_id: str) -> pa.Table:
+    """One ``rerank_events`` row: the smallest table to write versions of."""
+    row = {"request_id": request_id, "candidate_hashes": ["a"], "scores": [0.5], "chosen": 0}
+    return pa.Table.from_pylist([row], schema=schema_of("rerank_events"))
+
+
+@pytest.fixture
+def compacted(tmp_path) -> Lake:
+    """``rerank_events`` written twice (v1, v2), then compacted (v3): v1's and v2's files are removed."""
+    lake = Lake(tmp_path / "lake").create()
+    lake.append("rerank_events", _event("req-1"))
+    lake.append("rerank_events", _event("req-2"))
+    lake.maintenance.optimize("rerank_events")
+    return lake
+
+
+class TestAsOf:
+    @pytest.fixture(scope="class")
+    @classmethod
+    def lake(cls, tmp_path_factory: pytest.TempPathFactory) -> Lake:
+        lake = Lake(tmp_path_factory.mktemp("as-of") / "lake").create()
+        time.sleep(0.05)  # v0 and v1 apart, so that a time between them is not within a clock tick of either
+        lake.append("rerank_events", _event("req-1"))
+        return lake
+
+    @pytest.mark.parametrize("when", [datetime(2020, 1, 1, tzinfo=UTC), datetime(2020, 1, 1),
+                                      "2020-01-01T00:00:00Z", "2020-01-01T01:00:00+01:00"])
+    def test_a_time_before_the_table_was_created_raises_table_not_found(self, lake, when):
+        # delta-rs alone answers it with version 0, the empty table, as if the table had been empty then.
+        with pytest.raises(TableNotFoundError, match=r"as of 2020-01-01T00:00:00\+00:00: the table was"):
+            lake.read("rerank_events", version=when)
+
+    def test_a_time_with_an_offset_or_none_is_the_same_utc_instant(self, lake):
+        v1, v0 = (datetime.fromtimestamp(c["timestamp"] / 1000, UTC) for c in lake.history("rerank_events"))
+        east = timezone(timedelta(hours=5, minutes=30))
+        for when, version in ((v1 + timedelta(seconds=1), 1), (v0 + (v1 - v0) / 2, 0)):
+            assert lake.delta_table("rerank_events", version=when.astimezone(east)).version() == version
+            assert lake.delta_table("rerank_events", version=when.replace(tzinfo=None)).version() == version
+            text = when.isoformat().replace("+00:00", "Z")
+            assert lake.delta_table("rerank_events", version=text).version() == version
+
+    def test_a_time_resolves_by_the_commit_times_history_shows_not_by_file_times(self, tmp_path):
+        lake = Lake(tmp_path / "lake").create()
+        lake.append("rerank_events", _event("req-1"))
+        time.sleep(0.3)
+        lake.append("rerank_events", _event("req-2"))
+        v1 = lake.history("rerank_events")[1]["timestamp"]
+        # S3 keeps a file's time to the second: v2's commit file can look as old as v1's.
+        entry = Path(lake.table_uri("rerank_events")) / "_delta_log" / f"{2:020d}.json"
+        os.utime(entry, ns=(v1 * 1_000_000, v1 * 1_000_000))
+        between = datetime.fromtimestamp((v1 + 100) / 1000, tz=UTC)  # v2 was committed >= 300 ms later
+        assert lake.read("rerank_events", version=between)["request_id"].to_list() == ["req-1"]
+
+    def test_a_negative_version_raises_table_not_found(self, lake):
+        with pytest.raises(TableNotFoundError, match="versions start at 0"):
+            lake.read("rerank_events", version=-1)
+
+
+class TestMaintenance:
+    def test_optimize_keeps_every_row_and_every_version_and_records_what_it_did(self, compacted):
+        lake = compacted
+        assert sorted(lake.read("rerank_events")["request_id"]) == ["req-1", "req-2"]
+        assert lake.read("rerank_events", version=1)["request_id"].to_list() == ["req-1"]
+        commit = lake.history("rerank_events")[0]
+        assert commit["operation"] == "OPTIMIZE"
+        metrics = commit["operationMetrics"]
+        assert (metrics["numFilesRemoved"], metrics["numFilesAdded"]) == (2, 1)
+        assert commit["harvest.operation"] == "optimize" and commit["harvest.tool_version"]
+
+    def test_vacuum_keeps_the_files_of_a_version_a_saved_slice_pins(self, compacted):
+        lake = compacted
+        lake.record_slice("b2:pinned", "pinned", "{}", {"rerank_events": 1})
+        deleted = lake.maintenance.vacuum("rerank_events", retention_hours=0, dry_run=False)
+        assert len(deleted) == 1  # v2's own file; v1's file stays for the slice
+        assert lake.read("rerank_events", version=1)["request_id"].to_list() == ["req-1"]
+        with pytest.raises(TableNotFoundError, match=r"at version 2: a data file it references is gone"):
+            lake.read("rerank_events", version=2)
+        assert sorted(lake.read("rerank_events")["request_id"]) == ["req-1", "req-2"]
+        commit = lake.history("rerank_events")[0]
+        assert (commit["operation"], commit["harvest.operation"]) == ("VACUUM END", "vacuum")
+        assert commit["harvest.tool_version"]
+
+    def test_a_dry_run_deletes_nothing(self, compacted):
+        lake = compacted
+        version = lake.version("rerank_events")
+        assert len(lake.maintenance.vacuum("rerank_events", retention_hours=0)) == 2
+        assert lake.version("rerank_events") == version
+        assert lake.read("rerank_events", version=1).height == 1
+
+    def test_the_default_retention_keeps_files_removed_recently(self, compacted):
+        assert compacted.maintenance.vacuum("rerank_events", dry_run=False) == []
+        assert compacted.read("rerank_events", version=1).height == 1
+
+    def test_vacuuming_again_reports_and_commits_nothing(self, compacted):
+        lake = compacted
+        assert len(lake.maintenance.vacuum("rerank_events", retention_hours=0, dry_run=False)) == 2
+        version = lake.version("rerank_events")
+        # delta-rs lists the files it deleted before as deleted again, and commits VACUUM START/END for them.
+        assert lake.maintenance.vacuum("rerank_events", retention_hours=0) == []
+        assert lake.maintenance.vacuum("rerank_events", retention_hours=0, dry_run=False) == []
+        assert lake.version("rerank_events") == version
+
+    def test_vacuum_deletes_what_a_crashed_staged_append_left_once_older_than_the_retention(self, tmp_path):
+        lake = Lake(tmp_path / "lake").create()
+        staged = lake.staged_append("rerank_events")
+        staged.write(_event("req-1"))  # then the process dies: no commit
+        folder = Path(lake.table_uri("rerank_events"))
+        left = sorted(p.relative_to(folder).as_posix() for p in folder.glob("harvest-staging-*/**/*")
+                      if p.is_file())
+        assert any(p.endswith(".parquet") for p in left)
+        # An hour's retention keeps them: an ingest may still be writing its parts.
+        assert lake.maintenance.vacuum("rerank_events", retention_hours=1, dry_run=False) == []
+        assert sorted(lake.maintenance.vacuum("rerank_events", retention_hours=0, dry_run=False)) == left
+        assert not [p for p in folder.glob("harvest-staging-*/**/*") if p.is_file()]
+        assert lake.read("rerank_events").height == 0
+
+    @pytest.mark.parametrize("hours", [-1, 0.5])
+    def test_a_retention_that_is_not_whole_hours_is_rejected(self, compacted, hours):
+        # delta-rs takes whole hours: 0.5 would have been cut to 0, deleting what was removed minutes ago.
+        with pytest.raises(ValueError, match="whole number of hours"):
+            compacted.maintenance.vacuum("rerank_events", retention_hours=hours, dry_run=False)
+        assert compacted.read("rerank_events", version=1).height == 1
