@@ -9,6 +9,7 @@ of a local model directory runs where they are not installed.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
@@ -66,17 +67,61 @@ def open_lake(lake_uri: str | None, storage_options: tuple[str, ...] = ()) -> La
     return trajectory_lake.Lake(lake_uri or default_lake_uri(), storage_options=_parse_storage_options(storage_options))
 
 
+def _clear_errors(func: Any) -> Any:  # noqa: ANN401 - a click command
+    """Turn the lake's errors, delta-rs' and the object store's into one line and exit status 1.
+
+    delta-rs and object_store messages span several lines with ANSI colours; a command that fails
+    prints ``Error: <one line>`` instead of a traceback.
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+        from deltalake.exceptions import DeltaError
+
+        from trajectory_lake.lake import _one_line
+
+        try:
+            return func(*args, **kwargs)
+        except (LakeError, DeltaError, OSError) as exc:  # OSError: storage unreachable, a file gone
+            raise click.ClickException(_one_line(exc)) from exc
+
+    return wrapper
+
+
+def _existing_tables(lake: Lake, tables: tuple[str, ...]) -> list[str]:
+    """The tables a command over ``tables`` (none: every table) works on.
+
+    Raises:
+        TableNotFoundError: a named table does not exist.
+        click.ClickException: none named, and the lake has no table at all.
+    """
+    from trajectory_lake.exceptions import TableNotFoundError
+
+    if tables:
+        for table in tables:
+            if not lake.exists(table):
+                raise TableNotFoundError(f"lake table {table!r} not found at {lake.table_uri(table)}")
+        return list(tables)
+    existing = [t for t in TABLE_NAMES if lake.exists(t)]
+    if not existing:
+        raise click.ClickException(f"no lake at {lake.uri}: none of its tables exist "
+                                   "(harvest ingest creates them)")
+    return existing
+
+
 @click.command("ingest")
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @lake_option
 @storage_option
 @click.option("--json", "as_json", is_flag=True, help="Print the ingest report as JSON.")
-@click.option("--max-raw-bytes", default=1 << 20, show_default=True, help="Raw bytes kept per quarantined record.")
+@click.option("--max-raw-bytes", type=click.IntRange(min=0), default=1 << 20, show_default=True,
+              help="Raw bytes kept per quarantined record.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes reading files in parallel (1: read in this process). [default: CPU count, at most 8]")
 @click.option("--commit-mb", type=click.IntRange(min=1), default=None,
               help="Commit the staged rows whenever they reach this many MB (several commits per table, all "
                    "with this ingest's id): bounds memory on huge ingests. [default: one commit per table]")
+@_clear_errors
 def ingest_command(
     paths: tuple[str, ...], lake_uri: str | None, storage_options: tuple[str, ...], as_json: bool, max_raw_bytes: int,
     workers: int | None, commit_mb: int | None,
@@ -118,34 +163,54 @@ def lake_group() -> None:
 @lake_group.command("versions")
 @lake_option
 @storage_option
+@_clear_errors
 def lake_versions(lake_uri: str | None, storage_options: tuple[str, ...]) -> None:
     """Print the latest version and row count of every table."""
     lake = open_lake(lake_uri, storage_options)
-    for table in TABLE_NAMES:
-        if lake.exists(table):
-            click.echo(f"{table:<14} v{lake.version(table):<6} {lake.delta_table(table).count():>10} rows")
+    for table in _existing_tables(lake, ()):
+        click.echo(f"{table:<14} v{lake.version(table):<6} {lake.delta_table(table).count():>10} rows")
 
 
 @lake_group.command("history")
 @click.argument("table", type=click.Choice(TABLE_NAMES))
 @lake_option
 @storage_option
-@click.option("--limit", default=20, show_default=True)
-def lake_history(table: str, lake_uri: str | None, storage_options: tuple[str, ...], limit: int) -> None:
-    """Print a table's commits, newest first, with their Harvest metadata."""
-    try:
-        history = open_lake(lake_uri, storage_options).history(table, limit=limit)
-    except LakeError as exc:
-        raise click.ClickException(str(exc)) from exc
+@click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True,
+              help="Commits to print (0 = all).")
+@click.option("--json", "as_json", is_flag=True, help="Print every commit's whole commit info as JSON.")
+@_clear_errors
+def lake_history(table: str, lake_uri: str | None, storage_options: tuple[str, ...], limit: int,
+                 as_json: bool) -> None:
+    """Print a table's commits, newest first: time (UTC), operation, its file counts and Harvest metadata."""
+    history = open_lake(lake_uri, storage_options).history(table, limit=limit or None)
+    if as_json:
+        click.echo(json.dumps(history, indent=2))
+        return
     for commit in history:
+        when = datetime.fromtimestamp(commit["timestamp"] / 1000, tz=UTC).isoformat(timespec="milliseconds")
+        when = when.replace("+00:00", "Z")
         meta = {k: v for k, v in commit.items() if k.startswith("harvest.")}
-        click.echo(f"v{commit['version']:<5} {commit.get('operation', ''):<10} {json.dumps(meta)}")
+        files = _file_counts(commit.get("operationMetrics") or {})
+        operation = commit.get("operation", "")
+        click.echo(f"v{commit['version']:<5} {when}  {operation:<12} {files}{json.dumps(meta)}")
+
+
+def _file_counts(metrics: dict[str, Any]) -> str:
+    """``"+2 -4 files "``: what a commit's operation metrics say it added and removed (delta-rs spells the
+    keys per operation)."""
+    added = metrics.get("numFilesAdded", metrics.get("num_added_files"))
+    removed = metrics.get("numFilesRemoved", metrics.get("num_removed_files", metrics.get("numDeletedFiles")))
+    if added is None and removed is None:
+        return ""
+    return f"+{added or 0} -{removed or 0} files "
 
 
 def _version_options(func: Any) -> Any:  # noqa: ANN401 - a click command
     func = click.option("--as-of", default=None, metavar="TIME",
-                        help="Read the table as it was at this time (ISO 8601, e.g. 2026-11-29T21:00:00Z).")(func)
-    return click.option("--version", "version_", type=int, default=None, help="Read this table version.")(func)
+                        help="Read the table as it was at this time: its latest commit at or before it "
+                             "(ISO 8601, e.g. 2026-11-29T21:00:00Z or +01:00; no zone is UTC).")(func)
+    return click.option("--version", "version_", type=click.IntRange(min=0), default=None,
+                        help="Read this table version.")(func)
 
 
 def _pick_version(version: int | None, as_of: str | None) -> int | datetime | None:
@@ -173,16 +238,17 @@ def _pick_version(version: int | None, as_of: str | None) -> int | datetime | No
               default="table", show_default=True,
               help="jsonl writes bytes (the quarantine's raw) as base64; "
                    "csv leaves them and nested columns out.")
+@_clear_errors
 def lake_read(table: str, lake_uri: str | None, storage_options: tuple[str, ...], version_: int | None,
               as_of: str | None, limit: int, columns: str | None, fmt: str) -> None:
     """Print a table's rows, at any version or time."""
     import polars as pl
 
+    from trajectory_lake.lake import _missing_files_message
+
     lake = open_lake(lake_uri, storage_options)
-    try:
-        frame = lake.scan(table, version=_pick_version(version_, as_of))
-    except LakeError as exc:
-        raise click.ClickException(str(exc)) from exc
+    version = _pick_version(version_, as_of)
+    frame = lake.scan(table, version=version)
     if columns:
         names = [c.strip() for c in columns.split(",")]
         known = frame.collect_schema().names()
@@ -193,7 +259,10 @@ def lake_read(table: str, lake_uri: str | None, storage_options: tuple[str, ...]
         frame = frame.select(names)
     if limit:
         frame = frame.head(limit)
-    data = frame.collect()
+    try:
+        data = frame.collect()
+    except FileNotFoundError as exc:
+        raise click.ClickException(_missing_files_message(table, version, exc)) from exc
     if fmt == "jsonl":
         binary = [c for c, t in data.schema.items() if t == pl.Binary]  # JSON has no bytes: base64 (raw)
         click.echo(data.with_columns(pl.col(binary).bin.encode("base64")).write_ndjson(), nl=False)
@@ -211,16 +280,13 @@ def lake_read(table: str, lake_uri: str | None, storage_options: tuple[str, ...]
 @storage_option
 @_version_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_clear_errors
 def lake_stats(tables: tuple[str, ...], lake_uri: str | None, storage_options: tuple[str, ...],
                version_: int | None, as_of: str | None, as_json: bool) -> None:
     """Version, rows, files and bytes of each table (all by default)."""
     lake = open_lake(lake_uri, storage_options)
     version = _pick_version(version_, as_of)
-    try:
-        stats = [lake.maintenance.stats(t, version=version)
-                 for t in (tables or TABLE_NAMES) if lake.exists(t)]
-    except LakeError as exc:
-        raise click.ClickException(str(exc)) from exc
+    stats = [lake.maintenance.stats(t, version=version) for t in _existing_tables(lake, tables)]
     if as_json:
         click.echo(json.dumps(stats, indent=2))
         return
@@ -235,32 +301,35 @@ def lake_stats(tables: tuple[str, ...], lake_uri: str | None, storage_options: t
 @lake_option
 @storage_option
 @click.option("--z-order", default=None, help="Comma-separated columns to z-order by instead of plain compaction.")
+@_clear_errors
 def lake_optimize(tables: tuple[str, ...], lake_uri: str | None, storage_options: tuple[str, ...],
                   z_order: str | None) -> None:
-    """Compact small files (each ingest adds one file per table)."""
+    """Compact small files (each ingest adds one file per table); rows and old versions stay as they were."""
     lake = open_lake(lake_uri, storage_options)
     columns = [c.strip() for c in z_order.split(",")] if z_order else []
-    for table in tables or TABLE_NAMES:
-        if lake.exists(table):
-            metrics = lake.maintenance.optimize(table, z_order=columns)
-            click.echo(f"{table:<14} files removed {metrics['numFilesRemoved']:>4}, added {metrics['numFilesAdded']:>4}")
+    for table in _existing_tables(lake, tables):
+        metrics = lake.maintenance.optimize(table, z_order=columns)
+        removed, added = metrics["numFilesRemoved"], metrics["numFilesAdded"]
+        click.echo(f"{table:<14} files removed {removed:>4}, added {added:>4}")
 
 
 @lake_group.command("vacuum")
 @click.argument("tables", nargs=-1, type=click.Choice(TABLE_NAMES))
 @lake_option
 @storage_option
-@click.option("--retention-hours", type=float, default=None,
-              help="Delete files removed longer ago than this [default: the table's retention, 30 days].")
+@click.option("--retention-hours", type=click.IntRange(min=0), default=None,
+              help="Delete files removed (or, unreferenced, written) longer ago than this many hours; "
+                   "shorter than a running ingest deletes its uncommitted parts "
+                   "[default: the table's retention, 30 days].")
 @click.option("--dry-run/--no-dry-run", default=True, show_default=True, help="Only list what would be deleted.")
+@_clear_errors
 def lake_vacuum(tables: tuple[str, ...], lake_uri: str | None, storage_options: tuple[str, ...],
-                retention_hours: float | None, dry_run: bool) -> None:
+                retention_hours: int | None, dry_run: bool) -> None:
     """Delete unreferenced data files; versions pinned by saved slice manifests stay readable."""
     lake = open_lake(lake_uri, storage_options)
-    for table in tables or TABLE_NAMES:
-        if lake.exists(table):
-            files = lake.maintenance.vacuum(table, retention_hours=retention_hours, dry_run=dry_run)
-            click.echo(f"{table:<14} {'would delete' if dry_run else 'deleted'} {len(files)} file(s)")
+    for table in _existing_tables(lake, tables):
+        files = lake.maintenance.vacuum(table, retention_hours=retention_hours, dry_run=dry_run)
+        click.echo(f"{table:<14} {'would delete' if dry_run else 'deleted'} {len(files)} file(s)")
 
 
 @click.command("slice")

@@ -13,6 +13,7 @@ import copy
 import json
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from importlib.metadata import EntryPoint, EntryPoints, entry_points
 from pathlib import Path
 
@@ -182,15 +183,28 @@ class TestLakeCommands:
         assert rows["tasks"] == (0, 0)
         assert rows["ingests"] == (1, 1)
 
-    def test_lake_history_prints_commits_with_their_ingest_id(self, harvest, ingested):
+    def test_lake_history_prints_commits_with_their_time_files_and_ingest_id(self, harvest, ingested):
         lake, report = ingested
         result = _ok(_run(harvest, "lake", "history", "candidates", "--lake", lake.uri))
         lines = result.stdout.splitlines()
         assert [line.split()[0] for line in lines] == ["v1", "v0"]
-        assert lines[0].split()[1] == "WRITE"
-        meta = json.loads(lines[0].split(maxsplit=2)[2])
+        _, when, operation, files = lines[0].split()[:4]
+        committed = datetime.fromtimestamp(lake.history("candidates")[0]["timestamp"] / 1000, tz=UTC)
+        assert datetime.fromisoformat(when) == committed  # the time --as-of takes, to the millisecond
+        assert (operation, files) == ("WRITE", "+1")
+        meta = json.loads(lines[0][lines[0].index("{"):])
         assert meta["harvest.ingest_id"] == report.ingest_id
         assert meta["harvest.adapters"] == "swebench-predictions"
+        assert meta["harvest.tool_version"]
+
+    def test_lake_history_json_is_every_commit_info(self, harvest, ingested):
+        lake, report = ingested
+        result = _ok(_run(harvest, "lake", "history", "candidates", "--lake", lake.uri, "--json",
+                          "--limit", "0"))
+        commits = json.loads(result.stdout)
+        assert [c["version"] for c in commits] == [1, 0]
+        assert commits[0]["harvest.ingest_id"] == report.ingest_id
+        assert commits[0]["operationMetrics"]["num_added_rows"] == N_CANDIDATES
 
     def test_lake_history_of_an_unknown_table_is_a_usage_error(self, harvest, ingested):
         result = _run(harvest, "lake", "history", "rollouts", "--lake", ingested[0].uri)
@@ -240,3 +254,85 @@ class TestLakeCommands:
         (row,) = [json.loads(line) for line in result.stdout.splitlines()]
         assert base64.b64decode(row["raw"]) == raw
         assert row["source_uri"].endswith("unknown.json")
+
+
+class TestLakeCommandErrors:
+    """Every failure prints one line (``Error: ...``, no traceback) and exits non-zero."""
+
+    @staticmethod
+    def _fails(result: Result, code: int, *fragments: str) -> str:
+        assert result.exit_code == code, (result.exception, result.output)
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+        assert "Traceback" not in result.output
+        error = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+        assert len(error) == 1, result.stderr
+        if code == 1:
+            assert result.stderr.strip() == error[0]  # the one line is all
+        for fragment in fragments:
+            assert fragment in error[0], error[0]
+        return error[0]
+
+    @pytest.mark.parametrize("command", [["versions"], ["stats"], ["optimize"], ["vacuum"],
+                                         ["stats", "candidates"], ["vacuum", "candidates"]])
+    def test_a_command_on_a_missing_lake_fails(self, harvest, tmp_path, command):
+        result = _run(harvest, "lake", *command, "--lake", str(tmp_path / "nowhere"))
+        self._fails(result, 1, str(tmp_path / "nowhere"))
+
+    def test_a_multi_line_delta_rs_error_is_printed_on_one_line(self, harvest, tmp_path):
+        # delta-rs: 'Local path "..." does not exist or you don't have access!\nError: Os { ... }'
+        result = _run(harvest, "lake", "history", "candidates", "--lake", str(tmp_path / "nowhere"))
+        self._fails(result, 1, "lake table 'candidates' not found", "does not exist")
+
+    def test_an_unreachable_object_store_fails_on_one_line(self, harvest):
+        options = {"AWS_ENDPOINT_URL": "http://127.0.0.1:1", "AWS_ALLOW_HTTP": "true",
+                   "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_REGION": "us-east-1",
+                   "max_retries": "0"}
+        args = [f"--storage-option={k}={v}" for k, v in options.items()]
+        for command in (["history", "candidates"], ["stats"], ["read", "runs"]):
+            result = _run(harvest, "lake", *command, "--lake", "s3://bucket/lake", *args)
+            self._fails(result, 1, "127.0.0.1:1")
+
+    @pytest.mark.parametrize("as_of", ["2020-01-01", "2020-01-01T00:00:00Z", "2020-01-01T01:00:00+01:00"])
+    def test_reading_as_of_a_time_before_the_table_existed_fails(self, harvest, ingested, as_of):
+        for command in ("read", "stats"):
+            result = _run(harvest, "lake", command, "candidates", "--lake", ingested[0].uri, "--as-of", as_of)
+            self._fails(result, 1, "as of 2020-01-01T00:00:00+00:00: the table was created later")
+
+    @pytest.mark.parametrize(("command", "option", "value"), [
+        ("read", "--version", "-1"), ("history", "--limit", "-1"), ("vacuum", "--retention-hours", "0.5"),
+        ("vacuum", "--retention-hours", "-1"),
+    ])
+    def test_a_negative_or_fractional_number_is_a_usage_error(
+        self, harvest, ingested, command, option, value
+    ):
+        result = _run(harvest, "lake", command, "candidates", "--lake", ingested[0].uri, option, value)
+        self._fails(result, 2, option)
+
+    def test_ingest_with_a_negative_max_raw_bytes_is_a_usage_error(self, harvest, shared_data, tmp_path):
+        result = _run(harvest, "ingest", str(shared_data / CANDIDATES), "--lake", str(tmp_path / "lake"),
+                      "--max-raw-bytes", "-5")
+        self._fails(result, 2, "--max-raw-bytes")
+
+    def test_ingest_into_an_unknown_scheme_fails_on_one_line(self, harvest, shared_data):
+        result = _run(harvest, "ingest", str(shared_data / CANDIDATES), "--lake", "nosuch://bucket/lake")
+        self._fails(result, 1, "nosuch")
+
+    def test_reading_a_vacuumed_version_fails_naming_vacuum(self, harvest, shared_data, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([shared_data / CANDIDATES], lake)
+        ingest([shared_data / "swebench-lite/candidates/20240609_moatless_gpt4o.jsonl"], lake)
+        _ok(_run(harvest, "lake", "optimize", "candidates", "--lake", lake.uri))
+        vacuum = _ok(_run(harvest, "lake", "vacuum", "candidates", "--lake", lake.uri,
+                          "--retention-hours", "0", "--no-dry-run"))
+        assert vacuum.stdout.split() == ["candidates", "deleted", "2", "file(s)"]
+        again = _ok(_run(harvest, "lake", "vacuum", "candidates", "--lake", lake.uri,
+                         "--retention-hours", "0"))
+        assert again.stdout.split() == ["candidates", "would", "delete", "0", "file(s)"]
+        result = _run(harvest, "lake", "read", "candidates", "--lake", lake.uri, "--version", "1")
+        self._fails(result, 1, "'candidates' at version 1: a data file it references is gone",
+                    "(deleted by vacuum?)")
+
+    def test_optimize_by_an_unknown_z_order_column_fails_on_one_line(self, harvest, ingested, tmp_path):
+        result = _run(harvest, "lake", "optimize", "candidates", "--lake", ingested[0].uri,
+                      "--z-order", "nope")
+        self._fails(result, 1, "nope")
