@@ -818,11 +818,18 @@ def export_slice(lake: Lake, manifest: SliceManifest, directory: str | Path, *,
     Messages are as transformers' chat templates and TRL take them: tool-call ``arguments`` a dict,
     ``tool`` results with the ``name`` of the call they answer, reasoning as ``reasoning_content``, no
     key a message does not have (Parquet keeps each message as a JSON value for that: see
-    :func:`_write_parquet`); JSONL is one row object per line.
+    :func:`_write_parquet`); JSONL is one row object per line. A split without rows gets no file, and
+    split files an earlier export left in ``directory`` (``train.parquet``, ``val.jsonl``, ...) are
+    removed, so the directory holds this manifest's splits only.
 
     Returns:
         split name -> file written.
+
+    Raises:
+        ValueError: ``fmt`` is neither ``parquet`` nor ``jsonl``.
     """
+    if fmt not in ("parquet", "jsonl"):
+        raise ValueError(f"fmt must be parquet or jsonl, got {fmt!r}")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     frame = scan_slice(lake, manifest).collect()
@@ -859,5 +866,8 @@ def export_slice(lake: Lake, manifest: SliceManifest, directory: str | Path, *,
         else:
             path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
         written[split] = path
+    for stale in (directory / f"{s}.{ext}" for s in ("train", "val", "test") for ext in ("parquet", "jsonl")):
+        if stale not in written.values():
+            stale.unlink(missing_ok=True)
     manifest.save(directory / "manifest.json")
     return written

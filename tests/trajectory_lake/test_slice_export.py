@@ -124,3 +124,13 @@ def test_jsonl_is_one_object_per_line(exported):
     lines = exported["patch", "jsonl"].read_text().split("\n")
     assert lines[-1] == "" and all(isinstance(json.loads(line), dict) for line in lines[:-1])
     assert all("\n" not in line for line in lines)
+
+
+def test_a_new_export_into_the_same_directory_leaves_no_split_of_the_old_one(lite_lake, tmp_path):
+    halves = resolve_slice(lite_lake, SliceSpec(name="run", runs=["20240402_sweagent_gpt4"], val_fraction=0.5))
+    assert set(export_slice(lite_lake, halves, tmp_path, fmt="jsonl")) == {"train", "val"}
+    manifest = resolve_slice(lite_lake, SliceSpec(name="run", runs=["20240402_sweagent_gpt4"], val_fraction=0.0))
+    assert set(export_slice(lite_lake, manifest, tmp_path)) == {"train"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json", "train.parquet"]
+    with pytest.raises(ValueError, match="fmt must be parquet or jsonl, got 'json'"):
+        export_slice(lite_lake, manifest, tmp_path, fmt="json")
