@@ -80,6 +80,22 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _WRITE_ORDER = ("tasks", "runs", "trajectories", "steps", "candidates", "outcomes", "quarantine")
 
 
+def _sources_json(sources: list[str], limit: int = 4096) -> str:
+    """``sources`` as a JSON list of at most ``limit`` characters: those that fit, then ``"+N more"``
+    (cutting the JSON text instead left commit metadata that no JSON reader parses)."""
+    text = json.dumps(sources)
+    if len(text) <= limit:
+        return text
+    room = limit - 2 - len(json.dumps(f"+{len(sources)} more"))  # the brackets and the count
+    kept = 0
+    for source in sources:  # json.dumps joins items with ", "
+        room -= len(json.dumps(source)) + 2
+        if room < 0:
+            break
+        kept += 1
+    return json.dumps([*sources[:kept], f"+{len(sources) - kept} more"])
+
+
 def tool_version() -> str:
     """The installed ``harvest-lake`` version, recorded in every commit."""
     try:
@@ -1048,7 +1064,7 @@ class _Writer:
         return {
             "harvest.ingest_id": report.ingest_id,
             "harvest.adapters": ",".join(sorted(set(report.sources.values()))),
-            "harvest.sources": json.dumps(sorted(report.sources))[:4096],
+            "harvest.sources": _sources_json(sorted(report.sources)),
             "harvest.tool_version": tool_version(),
         }
 
