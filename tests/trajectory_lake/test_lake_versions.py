@@ -312,3 +312,17 @@ class TestMaintenance:
         with pytest.raises(ValueError, match="whole number of hours"):
             compacted.maintenance.vacuum("rerank_events", retention_hours=hours, dry_run=False)
         assert compacted.read("rerank_events", version=1).height == 1
+
+
+def test_the_sources_of_an_ingest_of_many_files_stay_a_json_list_in_the_commit(tmp_path):
+    """Commit metadata values are capped at 4 KiB; the list keeps the sources that fit and counts the rest."""
+    folder = tmp_path / ("a-folder-with-a-long-name-" * 4)
+    folder.mkdir()
+    for i in range(60):
+        (folder / f"unknown-{i:02d}.json").write_text('{"neither": "format"}\n')
+    lake = Lake(tmp_path / "lake")
+    ingest([folder], lake)
+    sources = json.loads(lake.history("ingests")[0]["harvest.sources"])
+    assert 0 < len(sources) - 1 < 60 and sources[-1] == f"+{61 - len(sources)} more"
+    assert sources[0] == (folder / "unknown-00.json").as_uri()
+    assert len(lake.history("ingests")[0]["harvest.sources"]) <= 4096
