@@ -1,6 +1,7 @@
 """Prometheus metrics of one service instance, in their own registry (no process-wide state).
 
-``GET /metrics`` renders :attr:`ServiceMetrics.registry` in the Prometheus text format. Names follow
+``GET /metrics`` renders :attr:`ServiceMetrics.registry` in the Prometheus text format, or in OpenMetrics
+when the scraper's ``Accept`` header asks for it. Names follow
 TEI's split of a request's time (tokenize, queue, inference) so the same dashboards read both.
 
 | metric | type | labels |
@@ -20,12 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import choose_encoder
 
-__all__ = ["CONTENT_TYPE", "ServiceMetrics"]
-
-CONTENT_TYPE = CONTENT_TYPE_LATEST
+__all__ = ["ServiceMetrics"]
 
 _LATENCY = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -94,6 +93,9 @@ class ServiceMetrics:
         self.model_info.clear()
         self.model_info.labels(name=name, version=version or "", revision=revision).set(1)
 
-    def render(self) -> bytes:
-        """The Prometheus text exposition of every metric."""
-        return generate_latest(self.registry)
+    def render(self, accept: str | None = None) -> tuple[bytes, str]:
+        """Every metric, and its content type, in the format the scraper's ``Accept`` header asks for:
+        OpenMetrics when it lists ``application/openmetrics-text`` (Prometheus 3 asks for it first),
+        else the Prometheus text format 0.0.4, as prometheus_client's own exporters choose."""
+        encode, content_type = choose_encoder(accept or "")
+        return encode(self.registry), content_type

@@ -45,7 +45,6 @@ from reranker_service.api.schemas import (
     error_responses,
 )
 from reranker_service.exceptions import RequestTooLargeError, UnauthorizedError
-from reranker_service.metrics import CONTENT_TYPE
 from reranker_service.service import Ranking, RerankService, steps_of_messages
 
 __all__ = ["CLIENT_CLOSED", "check_bearer", "public", "router"]
@@ -340,7 +339,8 @@ async def reload(request: Request, body: ReloadRequest | None = None) -> ReloadR
 
 @router.get("/metrics", summary="Prometheus metrics.", response_class=Response)
 async def metrics(request: Request) -> Response:
-    return Response(service_of(request).metrics.render(), media_type=CONTENT_TYPE)
+    body, content_type = service_of(request).metrics.render(request.headers.get("accept"))
+    return Response(body, headers={"Content-Type": content_type})
 
 
 @public.get("/health", summary="Liveness: the process answers.")

@@ -337,6 +337,43 @@ class TestAuth:
         assert http.post("/v1/rerank", json=rerank_body(2)).status_code == 200
 
 
+# What Prometheus 3 sends by default (scrape_protocols: OpenMetrics first, then the text formats).
+PROMETHEUS_3_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,"
+    "application/openmetrics-text;version=0.0.1;q=0.5,"
+    "text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2"
+)
+
+
+class TestMetricsExposition:
+    def test_a_plain_scrape_gets_the_text_format_with_every_histograms_series(self, http):
+        from prometheus_client.parser import text_string_to_metric_families
+
+        http.post("/v1/rerank", json=rerank_body(2))
+        response = http.get("/metrics")
+
+        assert response.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+        families = {f.name: f for f in text_string_to_metric_families(response.text)}
+        for name in ("harvest_request_duration_seconds", "harvest_batch_size", "harvest_batch_tokens"):
+            assert families[name].type == "histogram"
+            assert f"# HELP {name} " in response.text and f"# TYPE {name} histogram" in response.text
+            samples = {s.name for s in families[name].samples}
+            assert {f"{name}_bucket", f"{name}_sum", f"{name}_count"} <= samples
+            assert any(s.labels.get("le") == "+Inf" for s in families[name].samples)
+
+    def test_a_scraper_that_asks_for_openmetrics_gets_valid_openmetrics(self, http):
+        from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+        http.post("/v1/rerank", json=rerank_body(2))
+        response = http.get("/metrics", headers={"Accept": PROMETHEUS_3_ACCEPT})
+
+        assert response.headers["content-type"].startswith("application/openmetrics-text; version=1.0.0")
+        assert response.text.endswith("# EOF\n")
+        families = {f.name: f.type for f in text_string_to_metric_families(response.text)}  # strict parser
+        assert families["harvest_requests"] == "counter"
+        assert families["harvest_request_duration_seconds"] == "histogram"
+
+
 class TestHealthAndDocs:
     def test_health_answers_ok(self, http):
         response = http.get("/health")
