@@ -16,20 +16,26 @@ time, and works in tokens of the model's own tokenizer:
   from the start while they fit, so steps are dropped from the middle first, where a marker
   ``[... N steps omitted ...]`` stands for them; a long step (an observation) is cut head + tail to
   at most a quarter of the context budget — :func:`pack_context`;
+* a context budget too small to hold one step and the "steps omitted" marker (a ``max_length`` of a
+  few dozen tokens) gives no context at all: task and candidate only, ``steps_omitted`` counting them;
 * reasoning (``<think>`` blocks) is included only when asked;
 * nothing is dropped: an over-long example is truncated, and every example carries a ``truncated``
   flag.
 
 Cuts are made on token boundaries through the fast tokenizer's offset mapping, so the text that is
-encoded is made of exact slices of the original. :func:`encode_pairs` (prompt + candidate, no
-context) is what the reranker service scores with.
+encoded is made of exact slices of the original. The markers are measured with the tokenizer (a
+budget too small for the counted marker gets ``[...]``), and the finished pair is tokenised once more
+with its special tokens: a slice that starts inside a word or inside a multi-byte character (which a
+byte-level BPE splits) can re-tokenise a token or two longer, and an example that overflows is cut
+again with a smaller budget, so that encoding never has to cut the candidate's tail or the last steps.
+:func:`encode_pairs` (prompt + candidate, no context) is what the reranker service scores with.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 __all__ = [
@@ -48,7 +54,9 @@ __all__ = [
 ]
 
 _MARKER = "\n[... {n} tokens truncated ...]\n"
-_MARKER_TOKENS = 12  # generous allowance for the marker itself
+_SHORT_MARKER = "\n[...]\n"  # when the budget cannot hold the counted marker
+_MARKER_TOKENS = 12  # the allowance pack_context makes for the "steps omitted" marker
+_MAX_REFITS = 8  # re-serializations of an example whose tokenised pair still exceeds max_length
 _OMITTED = "[... {n} steps omitted ...]"
 _MIN_STEP_TOKENS = 16  # a kept step always has room for its header and a cut marker
 _CONTEXT_SEPARATOR = "\n\n"
@@ -270,15 +278,34 @@ def _cut_head(text: str, offsets: Sequence[tuple[int, int]], keep: int) -> str:
     return text[: offsets[keep - 1][1]] if keep > 0 else ""
 
 
-def _cut_head_tail(text: str, offsets: Sequence[tuple[int, int]], keep: int) -> str:
+def _cut_head_tail(
+    text: str, offsets: Sequence[tuple[int, int]], keep: int, count: Callable[[str], int]
+) -> str:
+    """``text`` cut to about ``keep`` tokens: its head (70%) and tail, joined by a marker that says how many
+    tokens were cut. ``count`` measures the marker in the model's tokens (``[... 4468 tokens truncated ...]``
+    is 14 WordPiece tokens, more than a fixed allowance, and a byte-level BPE spells the number digit by
+    digit). A budget too small for the counted marker gets ``[...]``; one too small for that, the head only.
+    """
     n = len(offsets)
     if keep >= n:
         return text
-    keep = max(keep - _MARKER_TOKENS, 2)
-    head, tail = keep * 7 // 10, keep - keep * 7 // 10
+    room, marker = 0, ""
+    for template in (_MARKER, _SHORT_MARKER):
+        size = count(template.format(n=n - keep))
+        while True:  # the count of cut tokens grows with the marker's size, and may need one more digit
+            marker = template.format(n=n - (keep - size))
+            if count(marker) <= size:
+                break
+            size = count(marker)
+        room = keep - size
+        if room >= 2:
+            break
+    if room < 2:
+        return _cut_head(text, offsets, keep)
+    head, tail = room * 7 // 10, room - room * 7 // 10
     head_end = offsets[head - 1][1] if head else 0
     tail_start = offsets[n - tail][0]
-    return text[:head_end] + _MARKER.format(n=n - head - tail) + text[tail_start:]
+    return text[:head_end] + marker + text[tail_start:]
 
 
 class _Offsets:
@@ -297,6 +324,12 @@ class _Offsets:
 
     def __getitem__(self, text: str) -> list[tuple[int, int]]:
         return self._cache[text]
+
+    def count(self, text: str) -> int:
+        """Tokens of ``text`` without special tokens (markers are measured, not guessed)."""
+        if text not in self._cache:
+            self.load([text])
+        return len(self._cache[text])
 
 
 def _serialize_context(
@@ -318,7 +351,7 @@ def _serialize_context(
             omitted = 0
         if keep < length:
             truncated = True
-            text = _cut_head_tail(text, offsets[text], keep - sep)
+            text = _cut_head_tail(text, offsets[text], keep - sep, offsets.count)
         parts.append(text)
         n_kept += 1
     if omitted:  # only when keep_last is 0 and nothing at the end fit
@@ -350,38 +383,83 @@ def serialize_examples(
         include_reasoning: render the steps' reasoning.
 
     Returns:
-        One :class:`Serialized` per example, in order.
+        One :class:`Serialized` per example, in order; each pair, encoded with the special tokens, fits
+        ``max_length`` (it is checked, and an example that overflows is cut further).
 
     Raises:
-        ValueError: the sequences differ in length.
+        ValueError: the sequences differ in length, or ``max_length`` cannot hold even a cut example.
     """
     if len(prompts) != len(candidates) or (contexts is not None and len(contexts) != len(prompts)):
         raise ValueError(f"got {len(prompts)} prompts but {len(candidates)} candidates"
                          + (f" and {len(contexts)} contexts" if contexts is not None else ""))
-    budget = max_length - tokenizer.num_special_tokens_to_add(pair=True)
-    rendered = [[render_step(s, include_reasoning=include_reasoning) for s in (c or ())] for c in (contexts or ())]
+    special = tokenizer.num_special_tokens_to_add(pair=True)
+    rendered = [[render_step(s, include_reasoning=include_reasoning) for s in (c or ())]
+                for c in (contexts or ())]
     offsets = _Offsets(tokenizer)
     offsets.load([*prompts, *candidates, *(s for steps in rendered for s in steps)])
-    out = []
-    for i, (prompt, candidate) in enumerate(zip(prompts, candidates, strict=True)):
-        steps = rendered[i] if rendered else []
-        n_prompt, n_candidate = len(offsets[prompt]), len(offsets[candidate])
-        if not steps:
-            p_keep, c_keep = split_budget(n_prompt, n_candidate, budget)
-            out.append(Serialized(first=_cut_head(prompt, offsets[prompt], p_keep),
-                                  second=_cut_head_tail(candidate, offsets[candidate], c_keep),
-                                  truncated=p_keep < n_prompt or c_keep < n_candidate))
-            continue
-        n_context = sum(len(offsets[s]) + 1 for s in steps) + 2  # + the separator after the prompt
-        p_keep, x_keep, c_keep = allocate_budget(n_prompt, n_context, n_candidate, budget)
-        context, cut_context, kept, omitted = _serialize_context(steps, offsets, x_keep - 2, keep_last=context_steps)
-        out.append(Serialized(
-            first=_cut_head(prompt, offsets[prompt], p_keep) + _CONTEXT_SEPARATOR + context,
-            second=_cut_head_tail(candidate, offsets[candidate], c_keep),
-            truncated=p_keep < n_prompt or c_keep < n_candidate or cut_context,
-            steps_kept=kept, steps_omitted=omitted,
-        ))
-    return out
+
+    def one(i: int, budget: int) -> Serialized:
+        return _serialize_one(prompts[i], candidates[i], rendered[i] if rendered else [], offsets, budget,
+                              context_steps=context_steps)
+
+    budgets = [max_length - special] * len(prompts)
+    out = [one(i, budget) for i, budget in enumerate(budgets)]
+    # Token counts of slices are a plan: re-tokenised, a slice that starts inside a word (or inside a
+    # multi-byte character a byte-level BPE splits) can take a token or two more, and so can the joins.
+    # Check the pair as the model will see it and tighten the examples that overflow, so encoding never
+    # has to cut their ends (the candidate's tail, the last steps) silently.
+    pending = list(range(len(out)))
+    for attempt in range(_MAX_REFITS + 1):
+        extra = dict(zip(pending, _overflow(tokenizer, [out[i] for i in pending], max_length), strict=True))
+        pending = [i for i in pending if extra[i] > 0]
+        if not pending:
+            return out
+        for i in pending:
+            budgets[i] -= extra[i]
+            if budgets[i] < 1 or attempt == _MAX_REFITS:
+                raise ValueError(
+                    f"max_length={max_length} is too small for example {i}: its task head, candidate "
+                    f"and truncation markers do not fit in {max_length} tokens of this tokenizer; "
+                    "raise max_length"
+                )
+            out[i] = replace(one(i, budgets[i]), truncated=True)
+    return out  # not reached: the last attempt returns or raises
+
+
+def _overflow(tokenizer: Any, items: Sequence[Serialized], max_length: int) -> list[int]:  # noqa: ANN401
+    """Tokens by which each item's encoded pair (with special tokens) exceeds ``max_length``."""
+    if not items:
+        return []
+    ids = tokenizer([s.first for s in items], [s.second for s in items], truncation=False,
+                    verbose=False)["input_ids"]
+    return [len(x) - max_length for x in ids]
+
+
+def _serialize_one(
+    prompt: str, candidate: str, steps: Sequence[str], offsets: _Offsets, budget: int, *, context_steps: int
+) -> Serialized:
+    """One example within ``budget`` tokens (special tokens already taken off)."""
+    n_prompt, n_candidate = len(offsets[prompt]), len(offsets[candidate])
+    if not steps:
+        p_keep, c_keep = split_budget(n_prompt, n_candidate, budget)
+        return Serialized(first=_cut_head(prompt, offsets[prompt], p_keep),
+                          second=_cut_head_tail(candidate, offsets[candidate], c_keep, offsets.count),
+                          truncated=p_keep < n_prompt or c_keep < n_candidate)
+    n_context = sum(len(offsets[s]) + 1 for s in steps) + 2  # + the separator after the prompt
+    p_keep, x_keep, c_keep = allocate_budget(n_prompt, n_context, n_candidate, budget)
+    if x_keep < n_context and x_keep - 2 < _MIN_STEP_TOKENS + _MARKER_TOKENS:
+        # a budget this small cannot hold a step and the "steps omitted" marker: no context at all,
+        # said by the flag and the count, rather than a context that overflows and gets cut blind
+        without = _serialize_one(prompt, candidate, (), offsets, budget, context_steps=context_steps)
+        return replace(without, truncated=True, steps_omitted=len(steps))
+    context, cut_context, kept, omitted = _serialize_context(steps, offsets, x_keep - 2,
+                                                             keep_last=context_steps)
+    return Serialized(
+        first=_cut_head(prompt, offsets[prompt], p_keep) + _CONTEXT_SEPARATOR + context,
+        second=_cut_head_tail(candidate, offsets[candidate], c_keep, offsets.count),
+        truncated=p_keep < n_prompt or c_keep < n_candidate or cut_context,
+        steps_kept=kept, steps_omitted=omitted,
+    )
 
 
 def encode_serialized(
@@ -395,7 +473,7 @@ def encode_serialized(
     inputs = tokenizer(
         [s.first for s in items],
         [s.second for s in items],
-        truncation="longest_first",  # safety net: re-tokenising slices can shift a token or two
+        truncation="longest_first",  # never cuts what serialize_examples made for this max_length
         max_length=max_length,
         padding=True,
         return_tensors=return_tensors,

@@ -138,3 +138,88 @@ class TestSerializeWithContext:
         a = encode_pairs(minilm_tokenizer, prompts, candidates, max_length=96)
         b = encode_examples(minilm_tokenizer, prompts, candidates, max_length=96, contexts=[None, []])
         assert a.inputs["input_ids"].tolist() == b.inputs["input_ids"].tolist() and a.truncated == b.truncated
+
+
+_WORDS = ["ab", "日本語", "émoji😀", "x=1;", "Ωμέγα", "🙂🙃", "1234567", "foo_bar", "漢字テキスト", "Δ",
+          "tokens"]
+
+
+def _text(rng, n: int) -> str:
+    return " ".join(rng.choice(_WORDS) for _ in range(n))
+
+
+def _examples(seed: int, n: int, *, steps: bool):
+    """Seeded multi-byte prompts, candidates (ending in CANDTAIL) and contexts, many of them over budget."""
+    import random
+
+    rng = random.Random(seed)
+    prompts = ["TASKHEAD " + _text(rng, rng.choice([3, 40, 400])) for _ in range(n)]
+    candidates = [_text(rng, rng.choice([3, 40, 1500])) + " CANDTAIL" for _ in range(n)]
+    contexts = [[_step(rng.choice(["assistant", "tool"]), _text(rng, rng.choice([2, 30, 600])) + " STEPEND")
+                 for _ in range(rng.choice([1, 3, 12]))] for _ in range(n)] if steps else None
+    return prompts, candidates, contexts
+
+
+@pytest.fixture(scope="module")
+def byte_level_bpe():
+    """A byte-level BPE tokenizer (the Qwen/GPT family's kind, which splits a multi-byte character into
+    several tokens sharing one offset), trained here on a few KB of text: no download."""
+    import random
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    rng = random.Random(0)
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  special_tokens=["<|endoftext|>"])
+    tokenizer.train_from_iterator([_text(rng, 200) for _ in range(40)], trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|endoftext|>",
+                                   pad_token="<|endoftext|>")
+
+
+class TestTheBudgetHoldsAfterTokenization:
+    """The pair as the model sees it (special tokens included, no truncation) fits max_length. Before,
+    the "[... N tokens truncated ...]" marker was assumed to cost 12 tokens (MiniLM spends 13-14 on it:
+    'token', '##s', the number in pieces) and re-tokenised slices could grow, so pairs overflowed and the
+    encoder's longest_first truncation silently cut the candidate's tail or the last steps."""
+
+    @pytest.mark.parametrize("max_length", [64, 128, 256])
+    @pytest.mark.parametrize("steps", [False, True])
+    def test_every_pair_fits_without_truncation_with_minilm(self, minilm_tokenizer, max_length, steps):
+        prompts, candidates, contexts = _examples(max_length + steps, 24, steps=steps)
+        items = serialize_examples(minilm_tokenizer, prompts, candidates, max_length=max_length,
+                                   contexts=contexts)
+        lengths = [len(ids) for ids in minilm_tokenizer([s.first for s in items], [s.second for s in items],
+                                                          truncation=False)["input_ids"]]
+        assert max(lengths) <= max_length
+        assert sum(s.truncated for s in items) >= 8  # the fixture does cut
+        for item, candidate in zip(items, candidates, strict=True):
+            assert item.truncated or item.second == candidate
+            assert item.second.endswith(candidate[-5:])  # the candidate's tail, "DTAIL", is never cut
+
+    def test_the_encoded_candidate_keeps_its_last_token(self, minilm_tokenizer):
+        prompts, candidates, _ = _examples(3, 24, steps=False)
+        encoded = encode_pairs(minilm_tokenizer, prompts, candidates, max_length=96)
+        for ids in encoded.inputs["input_ids"].tolist():
+            text = minilm_tokenizer.decode(ids, skip_special_tokens=True)
+            assert text.endswith("candtail")  # not cut by the encoder's safety net
+
+    @pytest.mark.parametrize("steps", [False, True])
+    def test_every_pair_fits_with_a_byte_level_bpe_and_multi_byte_text(self, byte_level_bpe, steps):
+        prompts, candidates, contexts = _examples(7, 32, steps=steps)
+        items = serialize_examples(byte_level_bpe, prompts, candidates, max_length=128, contexts=contexts)
+        lengths = [len(byte_level_bpe(s.first, s.second)["input_ids"]) for s in items]
+        assert max(lengths) <= 128 and sum(s.truncated for s in items) >= 12
+        if steps:  # the last step is there, its very end included (the toy vocabulary spells STEPEND in 8)
+            assert all(s.first.endswith("D") and s.steps_kept >= 1 for s in items)
+
+    def test_a_budget_too_small_for_any_step_keeps_task_and_candidate_and_says_so(self, minilm_tokenizer):
+        prompts, candidates, contexts = _examples(5, 6, steps=True)
+        items = serialize_examples(minilm_tokenizer, prompts, candidates, max_length=24, contexts=contexts)
+        for item, context in zip(items, contexts, strict=True):
+            assert len(minilm_tokenizer(item.first, item.second)["input_ids"]) <= 24
+            assert item.truncated and item.first.startswith("TASKHEAD")
+            assert item.steps_kept + item.steps_omitted == len(context)
