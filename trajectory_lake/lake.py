@@ -172,26 +172,27 @@ class Lake:
             # delta-rs picks the version by its commit file's modification time, which object stores keep to
             # the second: a commit up to a second after the time would count. Step back to the commit
             # times the log records (those `history` shows), to the millisecond.
-            resolved = dt.version()
-            while resolved > 0 and (self._commit_millis(table, resolved) or 0) > asked.timestamp() * 1000:
+            resolved, asked_ms = dt.version(), asked.timestamp() * 1000
+            while resolved > 0 and self._commit_info(table, resolved).get("timestamp", 0) > asked_ms:
                 resolved -= 1
             if resolved != dt.version():
                 dt.load_as_version(resolved)
         return dt
 
-    def _commit_millis(self, table: str, version: int) -> int | None:
-        """The time (ms since the epoch) the commit of ``version`` records, if its log entry is there."""
+    def _commit_info(self, table: str, version: int) -> dict[str, Any]:
+        """The commit info the log entry of ``version`` records (operation, timestamp in ms, metadata);
+        empty if the entry is gone (log cleanup) or holds none."""
         store = DeltaStorageHandler(self.table_uri(table), self.storage_options)
         try:
             with store.open_input_file(f"_delta_log/{version:020d}.json") as entry:
                 lines = entry.read().decode().splitlines()
-        except OSError:  # gone with the log's cleanup: keep delta-rs' answer
-            return None
+        except OSError:
+            return {}
         for line in lines:
             info = json.loads(line).get("commitInfo") if line.strip() else None
-            if info and isinstance(info.get("timestamp"), int):
-                return info["timestamp"]
-        return None
+            if isinstance(info, dict):
+                return info
+        return {}
 
     def _latest_note(self, table: str) -> str:
         """``" (its latest version is N)"``, for an error about a version the table does not have."""
@@ -269,7 +270,7 @@ class Lake:
             return
         row = {"slice_id": slice_id, "name": name, "manifest": manifest_json,
                "table_versions": list(versions.items()), "created_at": datetime.now(UTC)}
-        self.append("slices", conform("slices", [row]), metadata={"harvest.operation": "record_slice"})
+        self.append("slices", conform("slices", [row]), metadata=_maintenance_metadata("record_slice"))
 
     # -- writing --------------------------------------------------------------------------------
 
@@ -528,7 +529,7 @@ class _Maintenance:
         """Version, rows, data files, bytes and last commit of ``table``."""
         dt = self._lake.delta_table(table, version=version)
         actions = pl.DataFrame(dt.get_add_actions(flatten=True))
-        last = dt.history(1)[0] if dt.version() == self._lake.version(table) else {}
+        last = self._lake._commit_info(table, dt.version())  # of the version read, not only the latest
         return {
             "table": table,
             "version": dt.version(),
@@ -536,7 +537,8 @@ class _Maintenance:
             "files": actions.height,
             "bytes": int(actions["size_bytes"].sum()) if actions.height else 0,
             "last_operation": last.get("operation"),
-            "last_commit": datetime.fromtimestamp(last["timestamp"] / 1000, tz=UTC).isoformat() if last else None,
+            "last_commit": datetime.fromtimestamp(last["timestamp"] / 1000, tz=UTC).isoformat()
+            if "timestamp" in last else None,
         }
 
 

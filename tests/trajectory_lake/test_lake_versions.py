@@ -271,6 +271,15 @@ class TestMaintenance:
         commit = lake.history("rerank_events")[0]
         assert (commit["operation"], commit["harvest.operation"]) == ("VACUUM END", "vacuum")
         assert commit["harvest.tool_version"]
+        assert lake.history("slices")[0]["harvest.tool_version"]  # the manifest's own commit
+
+    def test_stats_of_an_earlier_version_name_that_versions_commit(self, compacted):
+        stats = compacted.maintenance.stats("rerank_events", version=1)
+        committed = compacted.history("rerank_events")[-2]
+        assert (stats["version"], stats["rows"], stats["files"]) == (1, 1, 1)
+        assert stats["last_operation"] == "WRITE"
+        assert stats["last_commit"] == datetime.fromtimestamp(committed["timestamp"] / 1000, tz=UTC).isoformat()
+        assert compacted.maintenance.stats("rerank_events")["last_operation"] == "OPTIMIZE"
 
     def test_a_dry_run_deletes_nothing(self, compacted):
         lake = compacted
