@@ -134,3 +134,11 @@ def test_a_new_export_into_the_same_directory_leaves_no_split_of_the_old_one(lit
     assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json", "train.parquet"]
     with pytest.raises(ValueError, match="fmt must be parquet or jsonl, got 'json'"):
         export_slice(lite_lake, manifest, tmp_path, fmt="json")
+
+
+def test_an_answer_the_trajectory_ends_with_is_its_last_turn_once(exported):
+    rows = [json.loads(line) for line in exported["answer", "jsonl"].read_text().splitlines()]
+    codex = [r for r in rows if r["messages"][-1]["content"].startswith("[REDACTED_TEXT")]
+    assert codex  # the Codex samples (texts redacted in the shared data): the answer is the last message
+    for row in rows:
+        assert row["messages"][-1]["role"] == "assistant" and row["messages"][-2] != row["messages"][-1]
