@@ -159,9 +159,9 @@ class Lake:
             raise TableNotFoundError(f"lake table {table!r} not found at {self.table_uri(table)}: "
                                      f"{_one_line(exc)}") from exc
         except DeltaError as exc:
-            note = self._latest_note(table)
-            message = f"cannot load {table!r} at version {version!r}{note}: {_one_line(exc)}"
-            raise TableNotFoundError(message) from exc
+            at = f"from {self.table_uri(table)}" if version is None else f"at version {version!r}"
+            note = "" if version is None else self._latest_note(table)
+            raise TableNotFoundError(f"cannot load {table!r} {at}{note}: {_one_line(exc)}") from exc
         if isinstance(when, datetime):
             # delta-rs answers a time before the first commit with version 0; Spark and the kernel refuse it.
             created = datetime.fromtimestamp(dt.metadata().created_time / 1000, tz=UTC)

@@ -336,3 +336,8 @@ class TestLakeCommandErrors:
         result = _run(harvest, "lake", "optimize", "candidates", "--lake", ingested[0].uri,
                       "--z-order", "nope")
         self._fails(result, 1, "nope")
+
+    def test_a_uri_delta_rs_cannot_parse_fails_naming_the_table_uri(self, harvest):
+        result = _run(harvest, "lake", "history", "runs", "--lake", "s3:///no-bucket")
+        message = self._fails(result, 1, "cannot load 'runs' from s3:///no-bucket/runs")
+        assert "version None" not in message
