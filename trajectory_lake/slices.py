@@ -867,7 +867,8 @@ def export_slice(lake: Lake, manifest: SliceManifest, directory: str | Path, *,
         if fmt == "parquet":
             _write_parquet(records, path)
         else:
-            path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+            lines = (json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+            path.write_text("".join(lines), encoding="utf-8")  # JSON Lines is UTF-8 whatever the locale
         written[split] = path
     for stale in (directory / f"{s}.{ext}" for s in ("train", "val", "test") for ext in ("parquet", "jsonl")):
         if stale not in written.values():

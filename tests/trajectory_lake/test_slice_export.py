@@ -5,6 +5,9 @@ with a ``messages`` + ``tools`` row), with a chat template that follows the publ
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pyarrow.parquet as pq
 import pytest
@@ -35,7 +38,7 @@ def exported(shared_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("export")
     lake = Lake(root / "lake")
     ingest([shared_data / "formats"], lake)
-    out = {}
+    out = {"lake": lake}
     for kind in ("patch", "answer"):
         manifest = resolve_slice(lake, SliceSpec(name=kind, kind=kind, labelled_only=False, val_fraction=0.0))
         for fmt in ("parquet", "jsonl"):
@@ -127,9 +130,10 @@ def test_jsonl_is_one_object_per_line(exported):
 
 
 def test_a_new_export_into_the_same_directory_leaves_no_split_of_the_old_one(lite_lake, tmp_path):
-    halves = resolve_slice(lite_lake, SliceSpec(name="run", runs=["20240402_sweagent_gpt4"], val_fraction=0.5))
+    runs = ["20240402_sweagent_gpt4"]
+    halves = resolve_slice(lite_lake, SliceSpec(name="run", runs=runs, val_fraction=0.5))
     assert set(export_slice(lite_lake, halves, tmp_path, fmt="jsonl")) == {"train", "val"}
-    manifest = resolve_slice(lite_lake, SliceSpec(name="run", runs=["20240402_sweagent_gpt4"], val_fraction=0.0))
+    manifest = resolve_slice(lite_lake, SliceSpec(name="run", runs=runs, val_fraction=0.0))
     assert set(export_slice(lite_lake, manifest, tmp_path)) == {"train"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json", "train.parquet"]
     with pytest.raises(ValueError, match="fmt must be parquet or jsonl, got 'json'"):
@@ -142,3 +146,18 @@ def test_an_answer_the_trajectory_ends_with_is_its_last_turn_once(exported):
     assert codex  # the Codex samples (texts redacted in the shared data): the answer is the last message
     for row in rows:
         assert row["messages"][-1]["role"] == "assistant" and row["messages"][-2] != row["messages"][-1]
+
+
+def test_jsonl_is_utf8_whatever_the_locale(exported, tmp_path):
+    """JSON Lines is UTF-8; a locale that is not (Windows' cp1252, LANG=C without UTF-8 mode) must not
+    change the bytes written nor refuse the text."""
+    manifest = resolve_slice(exported["lake"], SliceSpec(name="p", labelled_only=False, val_fraction=0.0))
+    manifest.save(tmp_path / "m.json")
+    code = ("import sys; from trajectory_lake import Lake; "
+            "from trajectory_lake.slices import export_slice, load_manifest; "
+            "export_slice(Lake(sys.argv[1]), load_manifest(sys.argv[2]), sys.argv[3], fmt='jsonl')")
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    args = [exported["lake"].uri, str(tmp_path / "m.json"), str(tmp_path / "out")]
+    subprocess.run([sys.executable, "-c", code, *args], env=env, check=True, capture_output=True)
+    text = (tmp_path / "out" / "train.jsonl").read_bytes().decode("utf-8")
+    assert text == exported["patch", "jsonl"].read_text(encoding="utf-8") and not text.isascii()
