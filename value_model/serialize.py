@@ -407,8 +407,9 @@ def serialize_examples(
     # Token counts of slices are a plan: re-tokenised, a slice that starts inside a word (or inside a
     # multi-byte character a byte-level BPE splits) can take a token or two more, and so can the joins.
     # Check the pair as the model will see it and tighten the examples that overflow, so encoding never
-    # has to cut their ends (the candidate's tail, the last steps) silently.
-    pending = list(range(len(out)))
+    # has to cut their ends (the candidate's tail, the last steps) silently. An uncut pair without
+    # context is the two texts as counted, so it needs no check.
+    pending = [i for i, item in enumerate(out) if item.truncated or (rendered and rendered[i])]
     for attempt in range(_MAX_REFITS + 1):
         extra = dict(zip(pending, _overflow(tokenizer, [out[i] for i in pending], max_length), strict=True))
         pending = [i for i in pending if extra[i] > 0]
