@@ -343,8 +343,11 @@ def lake_vacuum(tables: tuple[str, ...], lake_uri: str | None, storage_options: 
 @click.option("--export", "export_dir", type=click.Path(file_okay=False), default=None,
               help="Write the rows (OpenAI-style messages + tools, label, split) into this directory.")
 @click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl"]), default="parquet", show_default=True)
+@click.option("--layout", type=click.Choice(["messages", "prompt-completion"]), default="messages",
+              show_default=True, help="Export rows as messages (SFT on every assistant turn) or TRL's "
+              "prompt/completion with a boolean label (KTO, BCO, completion-only SFT).")
 def slice_command(spec_path: str, lake_uri: str | None, storage_options: tuple[str, ...], save: bool,
-                  manifest_out: str | None, export_dir: str | None, fmt: str) -> None:
+                  manifest_out: str | None, export_dir: str | None, fmt: str, layout: str) -> None:
     """Resolve a slice spec (TOML) against pinned table versions and print its manifest."""
     from trajectory_lake.slices import export_slice, load_spec, resolve_slice
 
@@ -360,7 +363,7 @@ def slice_command(spec_path: str, lake_uri: str | None, storage_options: tuple[s
     if manifest_out:
         manifest.save(manifest_out)
     if export_dir:
-        for split, path in export_slice(lake, manifest, export_dir, fmt=fmt).items():
+        for split, path in export_slice(lake, manifest, export_dir, fmt=fmt, layout=layout).items():
             click.echo(f"wrote {split}: {path}", err=True)
     click.echo(manifest.to_json())
 

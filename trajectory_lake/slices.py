@@ -796,22 +796,39 @@ def _write_parquet(records: list[dict[str, Any]], path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    offsets, texts = [0], []
-    for record in records:
-        texts += [json.dumps(m, ensure_ascii=False) for m in record["messages"]]
-        offsets.append(len(texts))
-    values = pa.ExtensionArray.from_storage(pa.json_(), pa.array(texts, pa.string()))
-    messages = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
+    def messages(name: str) -> pa.Array:
+        offsets, texts = [0], []
+        for record in records:
+            texts += [json.dumps(m, ensure_ascii=False) for m in record[name]]
+            offsets.append(len(texts))
+        values = pa.ExtensionArray.from_storage(pa.json_(), pa.array(texts, pa.string()))
+        return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
+
     tool = pa.struct([("type", pa.string()), ("function", pa.struct([("name", pa.string())]))])
-    columns = {"messages": messages, "tools": pa.array([r["tools"] for r in records], pa.list_(tool)),
-               "label": pa.array([r["label"] for r in records], pa.float64())}
-    for name in ("split", "task_id", "candidate_id", "trajectory_id", "kind"):
-        columns[name] = pa.array([r[name] for r in records], pa.string())
-    pq.write_table(pa.table(columns), path)
+    types = {"tools": pa.list_(tool), "label": pa.bool_() if "score" in records[0] else pa.float64(),
+             "score": pa.float64()}
+    pq.write_table(pa.table({
+        name: messages(name) if name in ("messages", "prompt", "completion")
+        else pa.array([r[name] for r in records], types.get(name, pa.string()))
+        for name in records[0]
+    }), path)
+
+
+def _layout(record: dict[str, Any], layout: str) -> dict[str, Any]:
+    """``record`` in TRL's prompt-completion layout when asked: the conversation before the candidate as
+    ``prompt``, the candidate's turn as ``completion``, ``label`` a bool (positive: the mean outcome
+    above 0.5; None unlabelled) as KTO's and BCO's unpaired-preference rows have it, the mean outcome
+    kept as ``score``."""
+    if layout == "messages":
+        return record
+    messages, label = record.pop("messages"), record.pop("label")
+    return {"prompt": messages[:-1], "completion": messages[-1:], "tools": record.pop("tools"),
+            "label": None if label is None else bool(label > 0.5), "score": label, **record}
 
 
 def export_slice(lake: Lake, manifest: SliceManifest, directory: str | Path, *,
-                 fmt: Literal["parquet", "jsonl"] = "parquet", include_steps: bool = True) -> dict[str, Path]:
+                 fmt: Literal["parquet", "jsonl"] = "parquet", include_steps: bool = True,
+                 layout: Literal["messages", "prompt-completion"] = "messages") -> dict[str, Path]:
     """Write the slice, one file per split, as rows with OpenAI-style ``messages`` and ``tools``.
 
     Each row: ``messages`` (the trajectory's opening system turns, the task prompt as a user turn
@@ -825,14 +842,20 @@ def export_slice(lake: Lake, manifest: SliceManifest, directory: str | Path, *,
     split files an earlier export left in ``directory`` (``train.parquet``, ``val.jsonl``, ...) are
     removed, so the directory holds this manifest's splits only.
 
+    ``layout="prompt-completion"`` writes TRL's conversational prompt-completion rows instead
+    (:func:`_layout`): what its KTO and BCO trainers read, and what its SFT trainer trains on the
+    candidate only (completion-only loss) rather than on every assistant turn.
+
     Returns:
         split name -> file written.
 
     Raises:
-        ValueError: ``fmt`` is neither ``parquet`` nor ``jsonl``.
+        ValueError: ``fmt`` is neither ``parquet`` nor ``jsonl``, or ``layout`` is unknown.
     """
     if fmt not in ("parquet", "jsonl"):
         raise ValueError(f"fmt must be parquet or jsonl, got {fmt!r}")
+    if layout not in ("messages", "prompt-completion"):
+        raise ValueError(f"layout must be messages or prompt-completion, got {layout!r}")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     frame = scan_slice(lake, manifest).collect()
@@ -857,12 +880,12 @@ def export_slice(lake: Lake, manifest: SliceManifest, directory: str | Path, *,
             if row["kind"] == "action" and row["step_index"] is not None:
                 steps = [s for s in steps if s["step_index"] < row["step_index"]]
             tools = sorted({c["name"] for s in steps for c in (s.get("tool_calls") or []) if c.get("name")})
-            records.append({
+            records.append(_layout({
                 "messages": _messages(row["prompt"], steps, row["content"]),
                 "tools": [{"type": "function", "function": {"name": name}} for name in tools],
                 "label": row["label"], "split": split, "task_id": row["task_id"],
                 "candidate_id": row["candidate_id"], "trajectory_id": row["trajectory_id"], "kind": row["kind"],
-            })
+            }, layout))
         path = directory / f"{split}.{fmt}"
         if fmt == "parquet":
             _write_parquet(records, path)

@@ -11,9 +11,18 @@ import sys
 
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 
 from trajectory_lake import Lake, ingest
-from trajectory_lake.slices import SliceSpec, _answer_calls, _messages, export_slice, resolve_slice
+from trajectory_lake.cli import main
+from trajectory_lake.slices import (
+    SliceSpec,
+    _answer_calls,
+    _messages,
+    export_slice,
+    load_manifest,
+    resolve_slice,
+)
 
 # The constructs the published tool-calling templates use: Llama 3.1 and DeepSeek-V3 test a key's
 # presence ("'tool_calls' in message"), Qwen2.5 and Llama 3.1 render "arguments | tojson", Qwen3
@@ -51,7 +60,8 @@ def _read_parquet(path):
     value decoded."""
     rows = pq.read_table(path).to_pylist()
     for row in rows:
-        row["messages"] = [json.loads(m) if isinstance(m, str) else m for m in row["messages"]]
+        for name in {"messages", "prompt", "completion"} & set(row):
+            row[name] = [json.loads(m) if isinstance(m, str) else m for m in row[name]]
     return rows
 
 
@@ -161,3 +171,37 @@ def test_jsonl_is_utf8_whatever_the_locale(exported, tmp_path):
     subprocess.run([sys.executable, "-c", code, *args], env=env, check=True, capture_output=True)
     text = (tmp_path / "out" / "train.jsonl").read_bytes().decode("utf-8")
     assert text == exported["patch", "jsonl"].read_text(encoding="utf-8") and not text.isascii()
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_the_prompt_completion_layout_is_trls_unpaired_preference_rows(lite_lake, tmp_path, fmt):
+    spec = SliceSpec(name="r", runs=["20240402_sweagent_gpt4"], val_fraction=0.0)
+    manifest = resolve_slice(lite_lake, spec)
+    whole_rows = export_slice(lite_lake, manifest, tmp_path / "m", fmt="jsonl")["train"].read_text()
+    messages = [json.loads(line) for line in whole_rows.splitlines()]
+    path = export_slice(lite_lake, manifest, tmp_path / "pc", fmt=fmt, layout="prompt-completion")["train"]
+    rows = _read_parquet(path) if fmt == "parquet" else [json.loads(x) for x in path.read_text().splitlines()]
+    assert len(rows) == len(messages) and {r["label"] for r in rows} == {True, False}
+    tokenizer = _tokenizer()
+    for row, whole in zip(rows, messages, strict=True):
+        assert row["prompt"] + row["completion"] == whole["messages"]
+        assert row["completion"][0]["role"] == "assistant"
+        assert row["label"] is (whole["label"] > 0.5) and row["score"] == whole["label"]
+        prompt = tokenizer.apply_chat_template(row["prompt"], tokenize=False)
+        text = tokenizer.apply_chat_template(row["prompt"] + row["completion"], tokenize=False)
+        assert text.startswith(prompt)
+    if fmt == "parquet":
+        assert str(pq.read_schema(path).field("label").type) == "bool"
+
+
+def test_harvest_slice_exports_the_prompt_completion_layout(lite_lake, tmp_path):
+    spec = tmp_path / "s.toml"
+    spec.write_text('[slice]\nname = "run"\nruns = ["20240402_sweagent_gpt4"]\nval_fraction = 0.0\n')
+    result = CliRunner().invoke(main, ["slice", str(spec), "--lake", lite_lake.uri, "--no-save",
+                                       "--export", str(tmp_path / "x"), "--format", "jsonl",
+                                       "--layout", "prompt-completion"])
+    assert result.exit_code == 0, result.output
+    row = json.loads((tmp_path / "x" / "train.jsonl").read_text().splitlines()[0])
+    assert set(row) >= {"prompt", "completion", "label", "score", "tools"} and "messages" not in row
+    with pytest.raises(ValueError, match="layout must be messages or prompt-completion"):
+        export_slice(lite_lake, load_manifest(json.loads(result.stdout)), tmp_path / "y", layout="kto")
