@@ -773,10 +773,13 @@ def _messages(prompt: str | None, steps: list[dict[str, Any]], candidate: str) -
     and in a simulated-user benchmark such as tau-bench the prompt is the user's hidden instructions),
     the other steps, then the candidate (a final patch or answer, or an ``action`` candidate's next
     step after the steps before it) as the final assistant turn, unless the trajectory already ends
-    with it (a Codex session's answer is its last assistant message: it would be said twice)."""
-    messages = _answer_calls([_message(step) for step in steps])
+    with it (a Codex session's answer is its last assistant message: it would be said twice). Tool
+    output before the first user turn (aider's banner) neither is that turn nor hides it."""
+    messages = [_message(step) for step in steps]
     lead = next((i for i, m in enumerate(messages) if m["role"] != "system"), len(messages))
-    if prompt and (lead == len(messages) or messages[lead]["role"] != "user"):
+    opener = next((m["role"] for m in messages[lead:] if m["role"] != "tool"), None)
+    messages = _answer_calls(messages)
+    if prompt and opener != "user":
         messages.insert(lead, {"role": "user", "content": prompt})
     final = {"role": "assistant", "content": candidate}
     if not messages or messages[-1] != final:

@@ -128,6 +128,12 @@ def test_tool_results_are_named_and_console_output_without_a_call_is_a_user_turn
         {"role": "tool", "content": "1: pass", "name": "view"},
         {"role": "assistant", "content": "the patch"},
     ]
+    # Tool output before any user turn is not the trajectory's own task turn: the prompt still opens it.
+    banner, act = steps[1], {**steps[2], "tool_calls": None}
+    assert [m["content"] for m in _messages("the task", [banner, act], "p")] == [
+        "the task", "Aider v0.35", "", "p"]
+    assert _messages("the task", [banner, *steps[:1]], "p")[:2] == [
+        {"role": "user", "content": "Aider v0.35"}, {"role": "user", "content": "fix it"}]
     # An action candidate is the next step after its prefix: the last assistant turn, as for a patch.
     assert _messages(None, steps[:1], "ls -la")[-1] == {"role": "assistant", "content": "ls -la"}
     assert _answer_calls([{"role": "tool", "content": "out"}]) == [{"role": "user", "content": "out"}]
