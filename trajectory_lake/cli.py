@@ -67,6 +67,14 @@ def open_lake(lake_uri: str | None, storage_options: tuple[str, ...] = ()) -> La
     return trajectory_lake.Lake(lake_uri or default_lake_uri(), storage_options=_parse_storage_options(storage_options))
 
 
+def _delta_errors() -> tuple[type[Exception], ...]:
+    """delta-rs' error class once deltalake is loaded (nothing before: none can have been raised). Not
+    imported up front, so that a command run without the lake's packages gets the ImportError naming
+    the missing package, not a failed import of ``deltalake.exceptions``."""
+    module = sys.modules.get("deltalake.exceptions")
+    return (module.DeltaError,) if module is not None and hasattr(module, "DeltaError") else ()
+
+
 def _clear_errors(func: Any) -> Any:  # noqa: ANN401 - a click command
     """Turn the lake's errors, delta-rs' and the object store's into one line and exit status 1.
 
@@ -76,13 +84,11 @@ def _clear_errors(func: Any) -> Any:  # noqa: ANN401 - a click command
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
-        from deltalake.exceptions import DeltaError
-
-        from trajectory_lake.lake import _one_line
-
         try:
             return func(*args, **kwargs)
-        except (LakeError, DeltaError, OSError) as exc:  # OSError: storage unreachable, a file gone
+        except (LakeError, OSError, *_delta_errors()) as exc:  # OSError: storage unreachable, a file gone
+            from trajectory_lake.lake import _one_line
+
             raise click.ClickException(_one_line(exc)) from exc
 
     return wrapper
