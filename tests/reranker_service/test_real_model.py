@@ -213,7 +213,10 @@ class TestServedModel:
         raw = backend.forward(
             backend.prepare(ScoreInput(prompt=lite_task.prompt, candidates=tuple(lite_task.contents))).items
         ).values
-        assert [r["index"] for r in results] == sorted(range(len(raw)), key=lambda i: (-direct.values[i], i))
+        # Ranked by the direct values; two candidates whose values differ by float noise (batches of
+        # other sizes) may come in either order.
+        served = [direct.values[r["index"]] for r in results]
+        assert all(a >= b - 1e-5 for a, b in zip(served, served[1:])), served
         for r in results:
             assert r["value"] == pytest.approx(raw[r["index"]], rel=1e-5, abs=1e-6)
             assert r["score"] == pytest.approx(direct.scores[r["index"]], rel=1e-5, abs=1e-6)
