@@ -519,6 +519,19 @@ V1_DIR = f"princeton-nlp__SWE-bench_Verified-test/litellm_proxy/{V1_RUN}"
 V1_PATCH = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-a\n+b\n"
 
 
+def _swe_bench_pro_run(tmp_path: Path, instances: list[str], *, metadata: bool = True) -> Path:
+    """An OpenHands/benchmarks SWE-bench Pro run folder (``<dataset>-<split>/<model>_…_maxiter…``,
+    swebenchpro/run_infer.py) with one V1 output line per instance, and its ``metadata.json``."""
+    run = tmp_path / "ScaleAI__SWE-bench_Pro-test" / "gpt-5_sdk_1a2b3c4_maxiter_100_N_v1"
+    run.mkdir(parents=True)
+    if metadata:
+        meta = {"llm": {"model": "gpt-5"}, "dataset": "ScaleAI/SWE-bench_Pro", "dataset_split": "test",
+                "max_iterations": 100, "eval_output_dir": str(run)}
+        (run / "metadata.json").write_text(json.dumps(meta), encoding="utf-8")
+    write_jsonl(run / "output.jsonl", [_v1_line(i, 1, with_attempt=True) for i in instances])
+    return run
+
+
 def _v1_line(instance_id: str, attempt: int, *, with_attempt: bool) -> dict[str, Any]:
     """An EvalOutput line of OpenHands/benchmarks; before ``attempt`` was a field, lines had none."""
     events = [
@@ -749,12 +762,7 @@ class TestOpenHandsBenchmarksFolder:
         # write_report then turns it into output.report.json: the same verdicts, the same outcome rows.
         resolved = "instance_NodeBB__NodeBB-04998908ba6721d64eba79ae3b65a351dcfbc5b5-vnan"
         failed = "instance_qutebrowser__qutebrowser-f91ace96223cac8161c16dd061907e138fe85111-v059c6fdc7556"
-        run = tmp_path / "ScaleAI__SWE-bench_Pro-test" / "gpt-5_sdk_1a2b3c4_maxiter_100_N_v1"
-        run.mkdir(parents=True)
-        metadata = {"llm": {"model": "gpt-5"}, "dataset": "ScaleAI/SWE-bench_Pro", "dataset_split": "test",
-                    "max_iterations": 100, "eval_output_dir": str(run)}
-        (run / "metadata.json").write_text(json.dumps(metadata), encoding="utf-8")
-        write_jsonl(run / "output.jsonl", [_v1_line(i, 1, with_attempt=True) for i in (resolved, failed)])
+        run = _swe_bench_pro_run(tmp_path, [resolved, failed])
         results = run / "output.swebenchpro_eval" / "eval_results.json"
         results.parent.mkdir()
         results.write_text(json.dumps({failed: False, resolved: True}), encoding="utf-8")
@@ -790,10 +798,8 @@ class TestOpenHandsBenchmarksFolder:
     def test_a_swe_bench_pro_run_without_its_metadata_is_named_by_its_folder(self, tmp_path):
         # OpenHands/benchmarks names the folder <dataset>-<split> (swebenchpro/run_infer.py): without
         # metadata.json, its lines (which carry none) are still SWE-bench Pro tasks
-        run = tmp_path / "ScaleAI__SWE-bench_Pro-test" / "gpt-5_sdk_1a2b3c4_maxiter_100_N_v1"
-        run.mkdir(parents=True)
         instance = "instance_NodeBB__NodeBB-04998908ba6721d64eba79ae3b65a351dcfbc5b5-vnan"
-        write_jsonl(run / "output.jsonl", [_v1_line(instance, 1, with_attempt=True)])
+        run = _swe_bench_pro_run(tmp_path, [instance], metadata=False)
         lake = Lake(tmp_path / "lake")
         ingest([run], lake)
         (row,) = lake.read("trajectories").select("task_id", "benchmark").to_dicts()
@@ -807,12 +813,7 @@ class TestOpenHandsBenchmarksFolder:
         # {"tests": [{name, status}]} (and its workspace copy), the patch, the logs and the entry script.
         resolved = "instance_NodeBB__NodeBB-04998908ba6721d64eba79ae3b65a351dcfbc5b5-vnan"
         broken = "instance_qutebrowser__qutebrowser-f91ace96223cac8161c16dd061907e138fe85111-v059c6fdc7556"
-        run = tmp_path / "ScaleAI__SWE-bench_Pro-test" / "gpt-5_sdk_1a2b3c4_maxiter_100_N_v1"
-        run.mkdir(parents=True)
-        metadata = {"llm": {"model": "gpt-5"}, "dataset": "ScaleAI/SWE-bench_Pro", "dataset_split": "test",
-                    "max_iterations": 100, "eval_output_dir": str(run)}
-        (run / "metadata.json").write_text(json.dumps(metadata), encoding="utf-8")
-        write_jsonl(run / "output.jsonl", [_v1_line(i, 1, with_attempt=True) for i in (resolved, broken)])
+        run = _swe_bench_pro_run(tmp_path, [resolved, broken])
         evaluated = run / "output.swebenchpro_eval"
         tests = {"tests": [{"name": "test/user.js | works", "status": "PASSED"},
                            {"name": "test/user.js | other", "status": "FAILED"}]}
