@@ -32,7 +32,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from deltalake.fs import DeltaStorageHandler
 from deltalake.transaction import AddAction
 
-from trajectory_lake.exceptions import SchemaMismatchError, TableNotFoundError
+from trajectory_lake.exceptions import LakeError, SchemaMismatchError, TableNotFoundError
 from trajectory_lake.schema import KEYS, PARTITIONS, TABLE_NAMES, schema_of
 
 __all__ = ["Lake", "StagedAppend"]
@@ -450,6 +450,15 @@ class StagedAppend:
         # The log holds paths URL-encoded (the file `benchmark=a%20b/x` is `benchmark=a%2520b/x` there), and so
         # does get_add_actions; AddAction takes the file's own path and encodes it again.
         actions = [_add_action(f"{self._folder}/{unquote(row['path'])}", row) for row in files.to_pylist()]
+        # A vacuum whose retention is shorter than this append has run deletes its parts (they are
+        # unreferenced until now): adding them would commit files that are gone, and every later read of
+        # the table would fail. Refuse instead; the table stays as it was.
+        paths = [a.path for a in actions]
+        gone = sorted(set(paths) - set(lake.maintenance._present(self._table, paths)))
+        if gone:
+            raise LakeError(f"cannot commit the append to {self._table!r}: {len(gone)} of its staged files "
+                            f"are gone (deleted by vacuum with a retention shorter than this ingest?), e.g. "
+                            f"{gone[0]}; nothing was committed: ingest again")
         lake.delta_table(self._table).create_write_transaction(
             actions, mode="append", schema=schema_of(self._table), partition_by=self._partitions,
             commit_properties=properties,

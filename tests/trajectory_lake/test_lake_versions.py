@@ -18,7 +18,15 @@ import pyarrow as pa
 import pytest
 
 from tests.trajectory_lake._helpers import DATA_TABLES, read_jsonl, table_state, unreconciled
-from trajectory_lake import IngestReport, Lake, SchemaMismatchError, TableNotFoundError, ingest, schema_of
+from trajectory_lake import (
+    IngestReport,
+    Lake,
+    LakeError,
+    SchemaMismatchError,
+    TableNotFoundError,
+    ingest,
+    schema_of,
+)
 
 FIRST = "swebench-lite/candidates/mini-swe-agent-2.2.7_deepseek-chat.jsonl"
 SECOND = "swebench-lite/candidates/20240609_moatless_gpt4o.jsonl"
@@ -314,6 +322,22 @@ class TestMaintenance:
         assert sorted(lake.maintenance.vacuum("rerank_events", retention_hours=0, dry_run=False)) == left
         assert not [p for p in folder.glob("harvest-staging-*/**/*") if p.is_file()]
         assert lake.read("rerank_events").height == 0
+    def test_an_append_whose_staged_parts_vacuum_deleted_is_refused_not_committed(self, tmp_path):
+        # A full vacuum with a retention shorter than a running ingest deletes its staged parts; the commit
+        # must not then add files that are gone (every later read of the table would fail).
+        lake = Lake(tmp_path / "lake").create()
+        lake.append("rerank_events", _event("req-0"))
+        version = lake.version("rerank_events")
+        staged = lake.staged_append("rerank_events")
+        staged.write(_event("req-1"))
+        folder = Path(lake.table_uri("rerank_events"))
+        for part in folder.glob("harvest-staging-*/**/*.parquet"):
+            part.unlink()  # what `vacuum --retention-hours 0` does to a part of a running ingest
+        with pytest.raises(LakeError, match=r"staged files are gone.*vacuum"):
+            staged.commit()
+        assert lake.version("rerank_events") == version
+        assert lake.read("rerank_events")["request_id"].to_list() == ["req-0"]
+
 
     @pytest.mark.parametrize("hours", [-1, 0.5])
     def test_a_retention_that_is_not_whole_hours_is_rejected(self, compacted, hours):
