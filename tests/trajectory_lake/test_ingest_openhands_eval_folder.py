@@ -722,9 +722,9 @@ class TestOpenHandsBenchmarksFolder:
         for table, key in keys.items():
             assert sorted(lake.read(table).select(key).rows()) == sorted(whole.read(table).select(key).rows())
         (run_id,) = lake.read("runs")["run_id"]
-        # one trajectory per critic attempt, its rollout attempt (in its id) the attempt's number
+        # one trajectory per critic attempt, its rollout attempt (in its id) the attempt's number less one
         assert sorted(lake.read("trajectories")["trajectory_id"]) == sorted(
-            stable_id("trajectory", run_id, f"swe-bench/django__django-{i}", attempt)
+            stable_id("trajectory", run_id, f"swe-bench/django__django-{i}", attempt - 1)
             for i, attempt in ((11099, 1), (11133, 1), (11133, 2))
         )
         labelled = lake.read("candidates").join(lake.read("outcomes"), on="candidate_id", how="left")
@@ -849,6 +849,30 @@ class TestOpenHandsBenchmarksFolder:
             (f"swe-bench-pro/{broken}", "infra_error", 1.0, "swe-bench"),
         ]
         assert lake.read("quarantine").height == 0
+
+
+    def test_a_run_without_critic_attempts_keeps_rollout_attempt_0_whether_or_not_lines_say_attempt(
+        self, tmp_path
+    ):
+        # EvalOutput writes attempt: 1 (its default) on every line, critic or not. A run without attempt files
+        # is one rollout per instance, attempt 0 as before: a line with the field and one written before it
+        # existed are the same trajectory, so re-ingesting a run a lake already holds replaces its rows.
+        ids = []
+        for with_attempt in (True, False):
+            run = _v1_run(tmp_path / str(with_attempt), with_attempt=with_attempt)
+            for attempt_file in run.glob("output.critic_attempt_*.jsonl"):
+                attempt_file.unlink()
+            write_jsonl(run / "output.jsonl", [_v1_line(i, 1, with_attempt=with_attempt)
+                                               for i in ("django__django-11099", "django__django-11133")])
+            lake = Lake(tmp_path / f"lake-{with_attempt}")
+            ingest([run], lake)
+            (run_id,) = lake.read("runs")["run_id"]
+            ids.append(sorted(lake.read("trajectories")["trajectory_id"]))
+            assert ids[-1] == sorted(stable_id("trajectory", run_id, f"swe-bench/django__django-{i}", 0)
+                                     for i in (11099, 11133))
+            # the report beside them labels both instances' lines
+            assert lake.read("outcomes").filter(pl.col("name") == "resolved").height == 2
+        assert ids[0] == ids[1]
 
 
 class TestOutsideAnEvaluationFolder:

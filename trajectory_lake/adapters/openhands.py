@@ -1081,21 +1081,24 @@ def _critic_attempt_of(path: Path, instance_id: str, record: Mapping[str, Any]) 
 
 
 def _rollout_attempt(attempt: int | None) -> int:
-    """The rollout ``attempt`` of an EvalOutput line's trajectory: its critic attempt ``<n>`` (the line's
-    ``attempt``, else :func:`_critic_attempt_of`), wherever the line is read, else 0.
+    """The rollout ``attempt`` (0-indexed) of an EvalOutput line's trajectory: its critic attempt ``<n>``
+    (1-indexed: the line's ``attempt``, else :func:`_critic_attempt_of`) less one, wherever the line is
+    read, else 0.
 
     OpenHands/benchmarks writes each attempt's lines to ``output.critic_attempt_<n>.jsonl`` as the run goes,
     and copies the chosen ones into ``output.jsonl`` at its end (``aggregate_results``): a chosen line is
     the same rollout in both files, so the attempt files ingested before ``output.jsonl`` exists, after it,
     or with it give one trajectory per attempt, with the same ids. Which attempt was submitted is what
     ``output.jsonl`` holds: its lines take the run's labels, and a report read in a later ingest labels the
-    attempt it holds (:func:`submitted_attempts`).
+    attempt it holds (:func:`submitted_attempts`). EvalOutput writes ``attempt: 1`` (its default) on every
+    line of a run without a critic too: that line, and one written before the field existed, is rollout
+    attempt 0, as every SWE adapter numbers its one rollout, and as lakes ingested it before.
 
     Examples:
-        >>> _rollout_attempt(2), _rollout_attempt(None)
-        (2, 0)
+        >>> _rollout_attempt(2), _rollout_attempt(1), _rollout_attempt(None)
+        (1, 0, 0)
     """
-    return attempt if attempt is not None else 0
+    return attempt - 1 if attempt is not None else 0
 
 
 def _line_attempt(path: Path, instance_id: str, record: Mapping[str, Any]) -> int | None:
