@@ -112,7 +112,15 @@ def _seed_everything(seed: int) -> None:
 
 
 def evaluate_frame(frame: pl.DataFrame, values: np.ndarray, calibration: Calibration) -> dict[str, float]:
-    """Selection, discrimination and calibration metrics of ``values`` on labelled examples."""
+    """Selection, discrimination and calibration metrics of ``values`` on labelled examples.
+
+    Raises:
+        ValueError: a value is NaN or infinite: the network diverged (the metrics refuse such scores).
+    """
+    bad = int(np.count_nonzero(~np.isfinite(np.asarray(values, dtype=float))))
+    if bad:
+        raise ValueError(f"the model's values of {bad} of {len(values)} validation examples are NaN or "
+                         "infinite: training diverged (lower the learning rates, or train in float32)")
     labels = frame.get_column("label").to_numpy()
     tasks = frame.get_column("task_id").to_list()
     probs = calibration.apply(values)

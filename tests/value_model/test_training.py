@@ -7,6 +7,7 @@ import dataclasses
 import json
 
 import mlflow
+import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
@@ -19,7 +20,7 @@ from value_model.inference import Calibration, Scorer
 from value_model.model import ValueModel
 from value_model.pipeline import evaluate_registered, train_from_lake
 from value_model.tracking import ModelNotFoundError, resolve_model
-from value_model.trainer import fit
+from value_model.trainer import evaluate_frame, fit
 
 pytestmark = pytest.mark.slow
 
@@ -65,6 +66,13 @@ class TestFit:
         model, tokenizer = ValueModel.from_backbone(str(tiny_encoder_dir))
         with pytest.raises(ValueError, match="in both splits"):
             fit(model, tokenizer, data, data, TrainConfig(max_length=32))
+
+    def test_a_diverged_model_is_named_so_not_blamed_on_the_candidates(self):
+        # the metrics refuse NaN scores (bf77058) with advice about the data: the values are the model's
+        frame = _synthetic(2)
+        values = np.array([np.nan, 0.5, np.nan, 0.1])
+        with pytest.raises(ValueError, match="2 of 4 validation examples are NaN or infinite: training div"):
+            evaluate_frame(frame, values, Calibration())
 
     def test_calibration_never_inverts_the_ranking(self):
         anti = Calibration.fit([3.0, 2.0, 1.0, 0.0], [0, 0, 1, 1])
