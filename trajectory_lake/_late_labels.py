@@ -33,8 +33,8 @@ lake holds (at its current version) and those this ingest writes, and written in
 **Which candidate a label is for**: the run's submitted patch on the task, the ``patch`` candidate of its
 rollout ``attempt=0`` (every SWE adapter gives the submitted rollout attempt 0, so a prediction and a
 trajectory of it agree), except in an OpenHands/benchmarks run folder, whose rollouts are its critic
-attempts ``<n>``: there the attempt its ``output.jsonl`` holds for the instance, read from the report's folder
-(``adapters.openhands.submitted_attempts``; none there, attempt 0, which such a run lacks: the label waits).
+attempts ``<n>`` (rollout attempt ``<n> - 1``): there the attempt its ``output.jsonl`` holds for the instance,
+read from the report's folder (``adapters.openhands.submitted_attempts``; none there, attempt 0: the first).
 The task is ``swe-bench/<instance_id>``, but in a run of benchmark ``swe-gym``: OpenHands evaluates SWE-Gym
 with the SWE-bench harness and names its tasks ``swe-gym/<instance_id>``
 (``adapters.openhands``, whose outcomes of those reports have the evaluator ``swe-gym``), and
