@@ -92,7 +92,8 @@ run's name) adds: ``output.critic_attempt_<n>.jsonl``, every attempt's lines (``
 the chosen ones: the same trajectories; a line without ``attempt``, written before EvalOutput had it, takes
 it from its file's name, or from the attempt file holding the same line), of which only ``output.jsonl``'s
 take the harness's labels (the harness evaluated those patches). Each attempt ``<n>`` is rollout attempt
-``<n> - 1`` wherever its line is read (a run without a critic, ``attempt: 1``, is attempt 0), so the attempt files ingested before ``output.jsonl`` exists, with it or
+``<n> - 1`` wherever its line is read (a run without a critic, ``attempt: 1``, is attempt 0), so the
+attempt files ingested before ``output.jsonl`` exists, with it or
 after it give the same trajectories; a report ingested later labels the attempt ``output.jsonl`` holds
 (read again from the run folder: ``submitted_attempts``); ``output.report.json``,
 the harness's run summary that ``eval_infer.py`` moved there; the harness's own ``logs/run_evaluation/``
