@@ -141,7 +141,9 @@ async def rerank(
     body: AnyRerankRequest, request: Request, response: Response
 ) -> RerankResponse | Response:
     if isinstance(body, CohereRerankRequest):
-        answer = await _cohere(body, request, response, api_version="1")
+        # Jina's API returns the documents unless return_documents is false, and its clients read
+        # results[].document.text; cohere.Client (v1) parses a result's document as optional.
+        answer = await _cohere(body, request, response, api_version="1", echo_by_default=True)
         if isinstance(answer, Response):
             return answer
         headers = {k: v for k, v in response.headers.items() if k.startswith("x-")}
@@ -202,7 +204,8 @@ async def rerank(
 
 
 async def _cohere(
-    body: CohereRerankRequest, request: Request, response: Response, *, api_version: str = "2"
+    body: CohereRerankRequest, request: Request, response: Response, *, api_version: str = "2",
+    echo_by_default: bool = False
 ) -> CohereRerankResponse | Response:
     texts = body.document_texts()
     _check_size(len(texts), request)
@@ -227,7 +230,8 @@ async def _cohere(
         return Response(status_code=CLIENT_CLOSED)
     result = ranking.result
     raw = bool(body.raw_scores) or body.use_activation is False
-    echoed = body.echoed_documents() if body.return_documents or body.return_text else None
+    asked = [flag for flag in (body.return_documents, body.return_text) if flag is not None]
+    echoed = body.echoed_documents() if (any(asked) if asked else echo_by_default) else None
     shown = ranking.order[: body.top_n] if body.top_n is not None else ranking.order
     results = [
         CohereResult(

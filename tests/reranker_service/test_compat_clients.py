@@ -72,7 +72,8 @@ class TestCohereV1Client:
         assert response.status_code == 200, response.text
         answer = response.json()
         assert [r["index"] for r in answer["results"]] == best_first(backend, DOCS)[:2]
-        assert all(set(r) == {"index", "relevance_score"} for r in answer["results"])
+        # documents unless asked not to, as Jina's API (same path) answers; the SDK reads document as optional
+        assert all(r["document"] == {"text": DOCS[r["index"]]} for r in answer["results"])
         assert answer["id"] == response.headers["x-request-id"]
         assert answer["meta"]["api_version"] == {"version": "1"}
         assert answer["meta"]["billed_units"] == {"search_units": 1}
@@ -120,6 +121,19 @@ class TestJina:
         results = response.json()["results"]
         assert [r["index"] for r in results] == best_first(backend, DOCS)
         assert [r["document"] for r in results] == [{"text": DOCS[r["index"]]} for r in results]
+
+    def test_a_jina_body_gets_its_documents_unless_it_asks_not_to(self, http):
+        # Jina's return_documents defaults to true, and its clients read results[].document.text
+        body = {"model": "jina-reranker-v2-base-multilingual", "query": QUERY, "documents": DOCS}
+        auth = {"authorization": "Bearer co-key"}
+        results = http.post("/v1/rerank", json=body, headers=auth).json()["results"]
+        assert all(r["document"] == {"text": DOCS[r["index"]]} for r in results)
+
+        quiet = http.post("/v1/rerank", json={**body, "return_documents": False}, headers=auth)
+        assert all(set(r) == {"index", "relevance_score"} for r in quiet.json()["results"])
+        # Cohere v2 (no return_documents in its API) and TEI answer without documents unless asked
+        plain = http.post("/v2/rerank", json={"query": QUERY, "documents": DOCS}, headers=auth)
+        assert all(set(r) == {"index", "relevance_score"} for r in plain.json()["results"])
 
 
 class TestLangChain:
