@@ -430,7 +430,7 @@ def _whole(lake: Lake, table: str) -> pl.DataFrame:
     return pl.from_arrow(lake.delta_table(table).to_pyarrow_table(columns=_SCAN_COLUMNS[table]))
 
 
-def full_scan(lake: Lake, benchmark: str, label_min: float | None = None, *, frame: bool = False) -> Any:
+def full_scan(lake: Lake, benchmark: str, label_min: float | None = None) -> pl.DataFrame:
     """The slice's rows without pruning: the five tables' needed columns read from every file, then
     filtered and joined in memory, with the same label, benchmark, domain, harness/model and split rules
     as ``scan_slice`` (``query_slice`` checks the rows are the same)."""
@@ -463,7 +463,7 @@ def full_scan(lake: Lake, benchmark: str, label_min: float | None = None, *, fra
     rows = _with_split(rows).with_columns(n_duplicates=pl.lit(1, dtype=pl.UInt32)).drop(
         "run_harness", "run_model", "task_benchmark", "task_domain"
     )
-    return rows if frame else rows.height
+    return rows
 
 
 def _with_split(rows: pl.DataFrame) -> pl.DataFrame:
@@ -511,17 +511,16 @@ def query_slice(lake: Lake, benchmark: str, label_min: float | None, repeat: int
     """Time the slice of one benchmark (and, with ``label_min``, one label value) against the baselines."""
     spec = SliceSpec(name="bench", benchmarks=[benchmark], label="resolved", label_min=label_min)
     t_resolve, manifest = _time(lambda: resolve_slice(lake, spec), repeat)
-    t_scan, rows = _time(lambda: scan_slice(lake, manifest).collect().height, repeat)
-    t_full, full_rows = _time(lambda: full_scan(lake, benchmark, label_min), repeat)
+    t_scan, harvest = _time(lambda: scan_slice(lake, manifest).collect(), repeat)
+    t_full, full = _time(lambda: full_scan(lake, benchmark, label_min), repeat)
     try:
         t_duck, duck_rows = _time(lambda: duckdb_query(lake, benchmark, label_min), repeat)
     except ImportError:
         t_duck, duck_rows = None, None
-    full = full_scan(lake, benchmark, label_min, frame=True)
-    if not _same_rows(scan_slice(lake, manifest).collect(), full):
+    if not _same_rows(harvest, full):
         raise SystemExit(f"full scan rows differ from the slice's (label_min {label_min}): not comparable")
-    out = {"label_min": label_min, "resolve": t_resolve, "scan": t_scan, "rows": rows, "full": t_full,
-           "full_rows": full_rows, "duck": t_duck, "duck_rows": duck_rows}
+    out = {"label_min": label_min, "resolve": t_resolve, "scan": t_scan, "rows": harvest.height,
+           "full": t_full, "full_rows": full.height, "duck": t_duck, "duck_rows": duck_rows}
     if label_min is not None:  # what export_slice and context-reading training read: the rows' steps too
         out["steps"] = {
             "harvest": _time(lambda: slice_with_steps(lake, manifest, pruned=True), repeat),
@@ -541,7 +540,7 @@ def slice_with_steps(lake: Lake, manifest: Any, *, pruned: bool) -> int:
 
 def full_scan_steps(lake: Lake, benchmark: str, label_min: float | None) -> int:
     """``full_scan``'s rows, then the steps table read whole and filtered on their trajectories."""
-    rows = full_scan(lake, benchmark, label_min, frame=True)
+    rows = full_scan(lake, benchmark, label_min)
     steps = pl.from_arrow(lake.delta_table("steps").to_pyarrow_table())
     return steps.filter(pl.col("trajectory_id").is_in(rows["trajectory_id"].unique().implode())).height
 
