@@ -107,6 +107,8 @@ class _Job:
     embeddings: list[np.ndarray | None]
     remaining: int
     enqueued: float = field(default_factory=time.monotonic)
+    #: counted in the queue depth: admitted, not yet taken by the batcher, and its caller still waits
+    queued: bool = True
 
 
 class RerankEngine:
@@ -218,6 +220,7 @@ class RerankEngine:
         if self._queue is not None:
             while not self._queue.empty():
                 job = self._queue.get_nowait()
+                job.queued = False
                 if not job.future.done():
                     job.future.set_exception(stopped)
         self._waiting = 0
@@ -390,11 +393,24 @@ class RerankEngine:
             )
             self._queue.put_nowait(job)
             enqueued = True
-            await job.future
+            try:
+                await job.future
+            except asyncio.CancelledError:
+                # The caller left (a disconnect, a timeout): free its queue slot now, not when the busy
+                # batcher gets round to skipping the job, so a retry is not refused for a ghost.
+                self._dequeue(job)
+                self._cancelled(1)
+                raise
             return job
         finally:
             if not enqueued:
                 self._waiting -= 1
+
+    def _dequeue(self, job: _Job) -> None:
+        """Stop counting ``job`` in the queue depth (once, whoever gets there first)."""
+        if job.queued:
+            job.queued = False
+            self._waiting -= 1
 
     def check_admission(self) -> None:
         """Refuse at once when ``max_queue`` requests are waiting (the API calls this before it even reads
@@ -422,7 +438,10 @@ class RerankEngine:
         """The next round of jobs: the first waiting one, then more up to the token budget."""
         assert self._queue is not None
         loop = asyncio.get_running_loop()
-        jobs = [await self._queue.get()]
+        first = await self._queue.get()
+        while first.future.done():  # its caller left (and was counted then): drop it
+            first = await self._queue.get()
+        jobs = [first]
         tokens = jobs[0].prepared.n_tokens
         deadline = loop.time() + self.max_wait
         while tokens < self.max_batch_tokens:
@@ -436,23 +455,22 @@ class RerankEngine:
                     job = await asyncio.wait_for(self._queue.get(), timeout)
                 except TimeoutError:
                     break
+            if job.future.done():
+                continue
             jobs.append(job)
             tokens += job.prepared.n_tokens
-        self._waiting -= len(jobs)
+        for job in jobs:
+            self._dequeue(job)
         return jobs
 
     async def _run(self) -> None:
         while True:
             jobs = await self._gather()
             started = time.perf_counter()
-            live = []
-            for job in jobs:
-                if job.future.done():  # the caller disconnected or timed out
-                    self._cancelled(1)
-                else:
-                    live.append(job)
-                    if self.metrics is not None:
-                        self.metrics.queue_duration.observe(time.monotonic() - job.enqueued)
+            live = [job for job in jobs if not job.future.done()]  # a caller may leave while gathering
+            if self.metrics is not None:
+                for job in live:
+                    self.metrics.queue_duration.observe(time.monotonic() - job.enqueued)
             self._current = live
             for backend in dict.fromkeys(job.backend for job in live):  # a swap mid-queue: old model first
                 await self._run_jobs(backend, [job for job in live if job.backend is backend])

@@ -159,6 +159,26 @@ class TestCancellation:
             assert slow_backend.calls == 2  # "first" and "after"; "second" never reached the model
             assert engine.stats.requests == 2
 
+    async def test_a_caller_that_leaves_the_queue_frees_its_slot_at_once(self, slow_backend):
+        # Under overload clients time out and retry; a job nobody waits for must not hold a queue slot
+        # (and answer the retry 429) until the busy model gets round to skipping it.
+        async with RerankEngine(slow_backend, max_queue=1) as engine:
+            in_flight, waiting = await busy_with_one_waiting(engine, slow_backend)
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+
+            assert engine.queue_depth == 0
+            engine.check_admission()  # the model is still busy with "first": no 429
+            retried = asyncio.create_task(engine.score("task", ["second again"]))
+            await eventually(lambda: engine.queue_depth == 1)
+            slow_backend.release.set()
+            await in_flight
+            assert len((await retried).values) == 1
+
+            assert (engine.stats.cancelled, engine.stats.rejected, engine.queue_depth) == (1, 0, 0)
+            assert slow_backend.items_scored == 2  # "first" and the retry; the cancelled job was skipped
+
 
 class TestBackendFailure:
     async def test_backend_failure_reaches_the_caller_as_a_generic_scoring_error(self, caplog):
