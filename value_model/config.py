@@ -239,13 +239,14 @@ class TrainConfig:
 
 
 def load_config(path: str | Path | None = None, **overrides: Any) -> TrainConfig:
-    """A :class:`TrainConfig` from a TOML file (its ``[train]`` table or top level), then ``overrides``.
+    """A :class:`TrainConfig` from a TOML file (its ``[train]`` table, else its top level), then flags.
 
     String values in the file may name environment variables (``$HARVEST_MODELS/Qwen3-4B``); they are
     expanded when the file is loaded, and a variable that is not set is left as written.
 
     Raises:
-        ValueError: unknown keys in the file, or invalid values.
+        ValueError: unknown keys in the file (a file with a ``[train]`` table may hold nothing else), or
+            invalid values.
         FileNotFoundError: ``path`` does not exist.
 
     Examples:
@@ -255,7 +256,13 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> TrainConfig
     values: dict[str, Any] = {}
     if path is not None:
         data = tomllib.loads(Path(path).read_text())
-        values = {k: os.path.expandvars(v) if isinstance(v, str) else v for k, v in data.get("train", data).items()}
+        if "train" in data:
+            # a key above the [train] header, or a misspelt table, would otherwise be silently ignored
+            outside = sorted(set(data) - {"train"})
+            if outside:
+                raise ValueError(f"{path}: options outside [train]: {outside}; put every option under it")
+            data = data["train"]
+        values = {k: os.path.expandvars(v) if isinstance(v, str) else v for k, v in data.items()}
         known = {f.name for f in fields(TrainConfig)}
         unknown = sorted(set(values) - known)
         if unknown:

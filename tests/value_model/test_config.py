@@ -22,6 +22,15 @@ class TestLoadConfig:
         with pytest.raises(ValueError, match=r"unknown training options \['epoch'\]"):
             load_config(path)
 
+    def test_keys_outside_the_train_table_are_refused_not_ignored(self, tmp_path):
+        path = tmp_path / "x.toml"
+        path.write_text('lora_rank = 8\n[train]\nepochs = 1.0\n')  # a key above the table header
+        with pytest.raises(ValueError, match=r"outside \[train\]: \['lora_rank'\]"):
+            load_config(path)
+        path.write_text("[train]\nepochs = 1.0\n[trian]\nlora_rank = 8\n")  # a misspelt second table
+        with pytest.raises(ValueError, match=r"outside \[train\]: \['trian'\]"):
+            load_config(path)
+
     def test_every_invalid_value_is_reported_in_one_error(self):
         with pytest.raises(ValueError, match="max_length must be >= 16.*val_fraction must be in"):
             TrainConfig(max_length=4, val_fraction=1.5)
