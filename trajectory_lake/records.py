@@ -36,6 +36,7 @@ __all__ = [
     "make_task",
     "make_trajectory",
     "normalise_tool_calls",
+    "normalise_tool_definitions",
     "task_id_for",
 ]
 
@@ -335,6 +336,69 @@ def normalise_tool_calls(calls: Any) -> list[dict[str, str | None]] | None:  # n
             arguments = json.dumps(arguments, ensure_ascii=False)
         out.append({"id": call_id, "name": name, "arguments": arguments})
     return out
+
+
+def _tool_definition(tool: Any) -> dict[str, Any] | None:  # noqa: ANN401 - validated here
+    """One tool definition in OpenAI's chat-completions shape, or None when it names no function."""
+    if not isinstance(tool, dict):
+        return None
+    nested = tool.get("function")
+    if isinstance(nested, dict):  # already {"type": "function", "function": {...}}
+        return tool if isinstance(nested.get("name"), str) and nested["name"] else None
+    fields = dict(tool)
+    if fields.get("type") not in (None, "function") and "name" not in fields:
+        return None  # a provider's built-in tool (web search, code interpreter): no function to call
+    fields.pop("type", None)
+    name = fields.pop("name", None)
+    if name is None and "action_type" in fields:  # the OpenHands SDK's ToolDefinition: ``title`` names it
+        name = fields.pop("title", None)
+    if not isinstance(name, str) or not name:
+        return None
+    function: dict[str, Any] = {"name": name}
+    if "short_desc" in fields and "params" in fields:  # tau2's Tool dump, read as ``Tool.openai_schema`` does
+        short, long = fields.pop("short_desc") or "", fields.pop("long_desc", "") or ""
+        fields["description"] = f"{short}\n\n{long}" if short and long else short or long or None
+        fields["parameters"] = fields.pop("params")
+    for schema_key in ("input_schema", "inputSchema"):  # Anthropic, MCP and Codex dynamic tools
+        if schema_key in fields and "parameters" not in fields:
+            fields["parameters"] = fields.pop(schema_key)
+    function.update({k: v for k, v in fields.items() if v is not None})
+    return {"type": "function", "function": function}
+
+
+def normalise_tool_definitions(tools: Any) -> list[dict[str, Any]] | None:  # noqa: ANN401 - validated here
+    """The tools a harness offered its model, in OpenAI's chat-completions shape: what every adapter
+    keeps as ``trajectories.extra.tool_definitions`` and what a slice export writes as a row's ``tools``.
+
+    Each becomes ``{"type": "function", "function": {"name", "description"?, "parameters"?, ...}}``, every
+    other key it had kept in ``function``. Read: that shape itself; the flat one (the Responses API's
+    ``{"type": "function", "name", "parameters"}``, ATIF's and tau2's ``{name, description, parameters}``);
+    ``input_schema`` / ``inputSchema`` (Anthropic, MCP, Codex's dynamic tools) as ``parameters``; tau2's
+    ``Tool`` dump (``short_desc`` + ``long_desc`` as the description, ``params`` as ``parameters``); the
+    OpenHands SDK's ``ToolDefinition`` dump (``title`` as the name, no schema); and a mapping of name to
+    definition (tau2's ``tool_defs``). Entries that name no function (a built-in web search) are left out
+    (the source's copy keeps them); a name defined twice keeps its first definition.
+
+    Returns:
+        The definitions, or None when ``tools`` holds none.
+
+    Examples:
+        >>> normalise_tool_definitions([{"name": "ls", "input_schema": {"type": "object"}}])
+        [{'type': 'function', 'function': {'name': 'ls', 'parameters': {'type': 'object'}}}]
+    """
+    if isinstance(tools, dict):
+        tools = [
+            {"name": name, **tool} if isinstance(tool, dict) and "name" not in tool else tool
+            for name, tool in tools.items()
+        ]
+    if not isinstance(tools, list):
+        return None
+    out: dict[str, dict[str, Any]] = {}
+    for tool in tools:
+        definition = _tool_definition(tool)
+        if definition is not None:
+            out.setdefault(definition["function"]["name"], definition)
+    return list(out.values()) or None
 
 
 def make_step(

@@ -789,7 +789,8 @@ def _messages(prompt: str | None, steps: list[dict[str, Any]], candidate: str) -
 
 def _write_parquet(records: list[dict[str, Any]], path: Path) -> None:
     """``records`` as Parquet whose ``messages`` are a list of JSON values (Parquet's JSON logical type,
-    Arrow's ``arrow.json``), each message exactly the keys it has. A struct column would give every
+    Arrow's ``arrow.json``), each message exactly the keys it has; ``tools`` too, as each tool's
+    ``parameters`` is a JSON Schema of its own, which no one struct types. A struct column would give every
     message every key any message has, null where absent (``tool_calls: None`` on a user turn): TRL
     documents these "spurious None values" (its ``remove_none_values``), and templates that test a key's
     presence (Llama 3.1's ``'tool_calls' in message``, DeepSeek-V3's) fail on them wherever the messages
@@ -807,14 +808,55 @@ def _write_parquet(records: list[dict[str, Any]], path: Path) -> None:
         values = pa.ExtensionArray.from_storage(pa.json_(), pa.array(texts, pa.string()))
         return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
 
-    tool = pa.struct([("type", pa.string()), ("function", pa.struct([("name", pa.string())]))])
-    types = {"tools": pa.list_(tool), "label": pa.bool_() if "score" in records[0] else pa.float64(),
-             "score": pa.float64()}
+    types = {"label": pa.bool_() if "score" in records[0] else pa.float64(), "score": pa.float64()}
     pq.write_table(pa.table({
-        name: messages(name) if name in ("messages", "prompt", "completion")
+        name: messages(name) if name in ("messages", "prompt", "completion", "tools")
         else pa.array([r[name] for r in records], types.get(name, pa.string()))
         for name in records[0]
     }), path)
+
+
+_NO_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def _tool_definitions(lake: Lake, trajectory_ids: pl.Series, *, version: int | None) -> dict[str, list[Any]]:
+    """Each trajectory's ``extra.tool_definitions`` (the tools its harness offered, normalised at ingest:
+    :func:`~trajectory_lake.records.normalise_tool_definitions`) at ``version`` of ``trajectories``."""
+    if trajectory_ids.is_empty():
+        return {}
+    ids = trajectory_ids.unique().implode()
+    rows = (
+        _scan(lake, lake.delta_table("trajectories", version=version))
+        .filter(pl.col("trajectory_id").is_in(ids)
+                & pl.col("extra").str.contains('"tool_definitions"', literal=True).fill_null(False))
+        .select("trajectory_id", "extra")
+        .collect(engine=_ENGINE)
+    )
+    out = {}
+    for trajectory_id, text in rows.iter_rows():
+        extra = json.loads(text)
+        if not isinstance(extra, dict):
+            continue
+        found = extra.get("tool_definitions")
+        if found:
+            out[trajectory_id] = found
+    return out
+
+
+def _tools(definitions: list[dict[str, Any]] | None, called: set[str]) -> list[dict[str, Any]]:
+    """A row's ``tools``: every tool its trajectory was offered, with its definition (called or not), then
+    each tool it called that has none, by name. Chat templates render ``function.parameters`` (gpt-oss's,
+    Qwen's), so a tool without a schema gets an empty object schema."""
+    tools = [
+        {**d, "function": {**d["function"], "parameters": d["function"].get("parameters") or _NO_PARAMETERS}}
+        for d in definitions or []
+    ]
+    defined = {d["function"]["name"] for d in tools}
+    tools += [
+        {"type": "function", "function": {"name": name, "parameters": _NO_PARAMETERS}}
+        for name in sorted(called - defined)
+    ]
+    return tools
 
 
 def _layout(record: dict[str, Any], layout: str) -> dict[str, Any]:
@@ -836,8 +878,10 @@ def export_slice(lake: Lake, manifest: SliceManifest, directory: str | Path, *,
 
     Each row: ``messages`` (the trajectory's opening system turns, the task prompt as a user turn
     unless the trajectory opens with its own, the other steps, then the candidate as the final
-    assistant turn), ``tools`` (the functions the trajectory called, by name: most harness formats
-    keep no schemas), ``label``, ``split`` and the ids. The manifest is written beside the files.
+    assistant turn), ``tools`` (the definitions of the tools its harness offered it, called or not, as
+    the source recorded them (``extra.tool_definitions``), then each tool it called that has none, by
+    name with an empty parameter schema: :func:`_tools`), ``label``, ``split`` and the ids. The manifest
+    is written beside the files.
     Messages are as transformers' chat templates and TRL take them: tool-call ``arguments`` a dict,
     ``tool`` results with the ``name`` of the call they answer, reasoning as ``reasoning_content``, no
     key a message does not have (Parquet keeps each message as a JSON value for that: see
@@ -872,6 +916,8 @@ def export_slice(lake: Lake, manifest: SliceManifest, directory: str | Path, *,
         )
         for row in steps.iter_rows(named=True):
             steps_by_trajectory.setdefault(row["trajectory_id"], []).append(row)
+    definitions = _tool_definitions(lake, frame["trajectory_id"],
+                                    version=manifest.versions.get("trajectories"))
     written = {}
     for split in ("train", "val", "test"):
         part = frame.filter(pl.col("split") == split)
@@ -882,10 +928,10 @@ def export_slice(lake: Lake, manifest: SliceManifest, directory: str | Path, *,
             steps = steps_by_trajectory.get(row["trajectory_id"], [])
             if row["kind"] == "action" and row["step_index"] is not None:
                 steps = [s for s in steps if s["step_index"] < row["step_index"]]
-            tools = sorted({c["name"] for s in steps for c in (s.get("tool_calls") or []) if c.get("name")})
+            called = {c["name"] for s in steps for c in (s.get("tool_calls") or []) if c.get("name")}
             records.append(_layout({
                 "messages": _messages(row["prompt"], steps, row["content"]),
-                "tools": [{"type": "function", "function": {"name": name}} for name in tools],
+                "tools": _tools(definitions.get(row["trajectory_id"]), called),
                 "label": row["label"], "split": split, "task_id": row["task_id"],
                 "candidate_id": row["candidate_id"], "trajectory_id": row["trajectory_id"], "kind": row["kind"],
             }, layout))

@@ -467,6 +467,30 @@ class TestAtifV17:
         assert [p["type"] for p in parts] == ["text", "image"]
         assert parts[1]["source"]["path"] == "shot.png"
 
+    def test_the_agents_tool_definitions_are_the_trajectorys_in_the_chat_shape(self, tmp_path):
+        document = _v17_trajectory()
+        schema = {"type": "object", "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]}
+        task = {"type": "function",
+                "function": {"name": "Task", "description": "Delegate.", "parameters": schema}}
+        document["agent"]["tool_definitions"] = [
+            task,
+            {"name": "Grep", "description": "Search files.", "parameters": {"type": "object"}},
+        ]
+        document["subagent_trajectories"][0]["agent"]["tool_definitions"] = [{"name": "Grep"}]
+        trial = _copy_trial(PASSED, tmp_path / "job")
+        (trial / "agent" / "trajectory.json").write_text(json.dumps(document), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([trial], lake)
+        rows = {json.loads(r["extra"]).get("trajectory_id"): json.loads(r["extra"])
+                for r in lake.read("trajectories").to_dicts()}
+        assert rows["traj-main-01"]["tool_definitions"] == [
+            task,
+            {"type": "function", "function": {"name": "Grep", "description": "Search files.",
+                                              "parameters": {"type": "object"}}},
+        ]
+        # a subagent was offered its own tools
+        assert rows["traj-sub-01"]["tool_definitions"] == [{"type": "function", "function": {"name": "Grep"}}]
+
     def test_only_the_trial_trajectory_carries_the_reward(self, v17):
         lake, _ = v17
         (outcome,) = lake.read("outcomes").to_dicts()

@@ -546,6 +546,22 @@ def _ingest_one(path: Path) -> tuple[Lake, IngestReport, dict[str, Any], list[di
     return lake, report, trajectory, _steps(lake, trajectory).to_dicts()
 
 
+class TestCodexDynamicTools:
+    def test_the_session_metas_dynamic_tools_are_the_trajectorys_tool_definitions(self, tmp_path):
+        schema = {"type": "object", "properties": {"ticket": {"type": "string"}}, "required": ["ticket"]}
+        spec = {"name": "lookup_ticket", "description": "Read a ticket.", "input_schema": schema,
+                "namespace": "tracker", "defer_loading": False}
+        path = _write_rollout(tmp_path / "rollout.jsonl", [
+            _meta("019c0000-0000-7000-8000-000000000001", dynamic_tools=[spec]), *_user("Triage it."),
+            _say("Done."),
+        ])
+        _, _, trajectory, _ = _ingest_one(path)
+        (tool,) = json.loads(trajectory["extra"])["tool_definitions"]
+        assert tool == {"type": "function", "function": {
+            "name": "lookup_ticket", "description": "Read a ticket.", "parameters": schema,
+            "namespace": "tracker", "defer_loading": False}}
+
+
 class TestCodexToolOutputsUpstream:
     """Tool outputs as codex-rs/core/src/tools/mod.rs formats them, and the newest optional fields."""
 

@@ -728,7 +728,8 @@ class TestRecordingProxyShapes:
         assert trajectory["exit_status"] == "tool_calls"
         extra = json.loads(trajectory["extra"])
         assert extra["session_id"] == "sess-42"
-        assert extra["tools"] == [_WEATHER_TOOL]
+        assert extra["tool_definitions"] == [_WEATHER_TOOL]
+        assert extra["tools"] is None  # already in the OpenAI shape: not kept twice
         steps = _steps(lake).to_dicts()
         assert [s["role"] for s in steps] == ["user", "assistant"]
         assert steps[0]["content"] == "Weather in Oslo?"
@@ -983,6 +984,10 @@ class TestResponsesApiLogs:
         )
         # The SDK's log keeps the tools beside kwargs: they are the trajectory's tools (and name the domain).
         assert json.loads(trajectory["extra"])["tools"] == [{"type": "function", "name": "terminal"}]
+        # the Responses-API shape, normalised to the chat shape a slice export writes
+        assert json.loads(trajectory["extra"])["tool_definitions"] == [
+            {"type": "function", "function": {"name": "terminal"}}
+        ]
         assert trajectory["domain"] == "swe"
         steps = _steps(lake).to_dicts()
         assert [(s["role"], s["content"]) for s in steps] == [

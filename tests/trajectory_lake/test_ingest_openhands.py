@@ -120,6 +120,15 @@ class TestOpenHandsEvalOutput:
         assert json.loads(trajectory["extra"])["metrics"]["accumulated_token_usage"] == usage
         assert trajectory["cost_usd"] == line["metrics"]["accumulated_cost"]
 
+    def test_the_system_messages_tools_are_the_trajectorys_tool_definitions(self, oh, eval_lines):
+        lake, _ = oh
+        history = eval_lines["ponylang__ponyc-4595"]["history"]
+        offered = next(e["args"]["tools"] for e in history if e.get("action") == "system")
+        extra = json.loads(_trajectory(lake, "multi-swe-bench/ponylang__ponyc-4595")["extra"])
+        assert extra["tool_definitions"] == offered  # already in the chat shape
+        bash = extra["tool_definitions"][0]["function"]
+        assert bash["name"] == "execute_bash" and "command" in bash["parameters"]["properties"]
+
     def test_a_tool_call_keeps_the_models_arguments_thought_and_tokens(self, oh, eval_lines):
         lake, _ = oh
         history = eval_lines["ponylang__ponyc-4595"]["history"]
@@ -990,6 +999,12 @@ class TestOpenHandsV1ConversationFolder:
         assert steps[7]["content"].startswith("I executed the `pwd` command")
         # each LLM response's completion tokens (base_state stats), on the action or reply it made
         assert [s["tokens"] for s in steps] == [None, None, 36, None, 32, None, None, 26]
+        # the SystemPromptEvent's tool definitions (name and description: the SDK dumps no schema)
+        assert [t["function"]["name"] for t in json.loads(trajectory["extra"])["tool_definitions"]] == [
+            "terminal", "finish"
+        ]
+        finish = json.loads(trajectory["extra"])["tool_definitions"][1]["function"]
+        assert finish["description"] == "Signals the completion of the current task or conversation."
 
     def test_the_conversation_is_one_trajectory_with_base_state_facts(self, tmp_path):
         conversation = self._conversation(tmp_path)

@@ -92,6 +92,25 @@ class TestTau2Run:
         assert info["environment_info"]["policy"] == results["info"]["environment_info"]["policy"]
         assert info["environment_info"]["policy"].startswith("# Airline Agent Policy")
 
+    def test_the_environments_tool_defs_are_each_trajectorys_tool_definitions(self, tau2, results, tmp_path):
+        # the sample saved ``tool_defs: null``; tau2 dumps each ``Tool`` by name when it keeps them
+        params = {"properties": {"user_id": {"title": "User Id", "type": "string"}}, "required": ["user_id"],
+                  "title": "parameters", "type": "object"}
+        document = json.loads(json.dumps(results))
+        document["info"]["environment_info"]["tool_defs"] = {"get_user_details": {
+            "name": "get_user_details", "short_desc": "Get the details of a user.", "long_desc": "",
+            "params": params, "returns": {"type": "object"}, "raises": [], "examples": [], "info": {}}}
+        lake = Lake(tmp_path / "lake")
+        ingest([_write(tmp_path / "run" / FILE_NAME, document)], lake)
+        extras = [json.loads(e) for e in lake.read("trajectories")["extra"].to_list()]
+        assert len(extras) == len(results["simulations"])
+        for extra in extras:
+            (tool,) = extra["tool_definitions"]
+            assert tool["type"] == "function" and tool["function"]["name"] == "get_user_details"
+            assert tool["function"]["description"] == "Get the details of a user."
+            assert tool["function"]["parameters"] == params
+        assert all("tool_definitions" not in json.loads(e) for e in tau2[0].read("trajectories")["extra"])
+
     def test_every_trajectory_belongs_to_the_run(self, tau2):
         lake, _ = tau2
         (run_id,) = lake.read("runs")["run_id"].to_list()

@@ -15,10 +15,12 @@ from click.testing import CliRunner
 
 from trajectory_lake import Lake, ingest
 from trajectory_lake.cli import main
+from trajectory_lake.records import normalise_tool_definitions
 from trajectory_lake.slices import (
     SliceSpec,
     _answer_calls,
     _messages,
+    _tools,
     export_slice,
     load_manifest,
     resolve_slice,
@@ -60,7 +62,7 @@ def _read_parquet(path):
     value decoded."""
     rows = pq.read_table(path).to_pylist()
     for row in rows:
-        for name in {"messages", "prompt", "completion"} & set(row):
+        for name in {"messages", "prompt", "completion", "tools"} & set(row):
             row[name] = [json.loads(m) if isinstance(m, str) else m for m in row[name]]
     return rows
 
@@ -211,3 +213,126 @@ def test_harvest_slice_exports_the_prompt_completion_layout(lite_lake, tmp_path)
     assert set(row) >= {"prompt", "completion", "label", "score", "tools"} and "messages" not in row
     with pytest.raises(ValueError, match="layout must be messages or prompt-completion"):
         export_slice(lite_lake, load_manifest(json.loads(result.stdout)), tmp_path / "y", layout="kto")
+
+
+@pytest.fixture(scope="module")
+def chat_export(shared_data, tmp_path_factory):
+    """The real chat-completions sample's last call, its closing ``finish`` call dropped so that the
+    reply is an answer (the sample ends on a tool call, which is no candidate): exported as JSONL and
+    Parquet, with the request's own ``tools``."""
+    root = tmp_path_factory.mktemp("chat-tools")
+    record = json.loads((shared_data / "formats" / "openai-chat" /
+                         "openhands_litellm_completion_last_call.json").read_text())
+    choice = record["response"]["choices"][0]
+    choice["message"]["tool_calls"], choice["finish_reason"] = None, "stop"
+    (root / "calls").mkdir()
+    (root / "calls" / "last_call.json").write_text(json.dumps(record))
+    lake = Lake(root / "lake")
+    ingest([root / "calls"], lake)
+    spec = SliceSpec(name="a", kind="answer", labelled_only=False, val_fraction=0.0)
+    manifest = resolve_slice(lake, spec)
+    files = {f: export_slice(lake, manifest, root / f, fmt=f)["train"] for f in ("jsonl", "parquet")}
+    return {"sample": record["kwargs"]["tools"], **files}
+
+
+def _with_parameters(tools):
+    """``tools`` as an export writes them: a definition without ``parameters`` gets an empty object schema."""
+    empty = {"type": "object", "properties": {}}
+    return [{**t, "function": {"parameters": empty, **t["function"]}} for t in tools]
+
+
+class TestToolDefinitions:
+    """A row's ``tools`` are the definitions its harness offered (``trajectories.extra.tool_definitions``),
+    called or not, and a name with an empty parameter schema only for a tool called without one."""
+
+    def test_a_chat_log_row_carries_the_requests_definitions_called_or_not(self, chat_export):
+        (row,) = [json.loads(line) for line in chat_export["jsonl"].read_text().splitlines()]
+        names = [t["function"]["name"] for t in row["tools"]]
+        assert names == ["execute_bash", "finish", "str_replace_editor"]
+        bash = row["tools"][0]["function"]
+        assert bash["description"].startswith("Execute a bash command in the terminal.")
+        assert bash["parameters"]["properties"]["command"]["type"] == "string"
+        assert bash["parameters"]["required"] == ["command"]
+        # as the request sent them, nothing lost; ``finish`` was sent without parameters: it gets an empty schema
+        assert "parameters" not in chat_export["sample"][1]["function"]
+        assert row["tools"] == _with_parameters(chat_export["sample"])
+        called = {c["function"]["name"] for m in row["messages"] for c in m.get("tool_calls", [])}
+        assert "finish" not in called  # offered, never called, still defined
+
+    def test_parquet_keeps_each_tools_own_schema_as_a_json_value(self, chat_export):
+        assert _read_parquet(chat_export["parquet"])[0]["tools"] == _with_parameters(chat_export["sample"])
+        field = pq.read_schema(chat_export["parquet"]).field("tools")
+        assert str(field.type.value_type) == "extension<arrow.json>"
+
+    def test_openhands_rows_carry_the_tools_of_their_system_message(self, exported, shared_data):
+        rows = _read_parquet(exported["patch", "parquet"])
+        line = json.loads((shared_data / "formats" / "openhands" /
+                           "official_example_multi_swe_bench_output.jsonl").read_text().splitlines()[0])
+        offered = next(e["args"]["tools"] for e in line["history"] if e.get("action") == "system")
+        with_tools = [r for r in rows if any(t["function"].get("description") for t in r["tools"])]
+        assert len(with_tools) == 3  # the three instances of the multi-swe-bench output
+        for row in with_tools:
+            assert row["tools"] == _with_parameters(offered)
+            (editor,) = [t["function"] for t in row["tools"] if t["function"]["name"] == "str_replace_editor"]
+            assert "path" in editor["parameters"]["properties"]
+
+    def test_a_tool_called_without_a_definition_is_named_with_an_empty_schema(self, exported):
+        rows = _read_parquet(exported["patch", "parquet"])
+        names = ("finish", "run", "run_ipython")
+        resolver = [r for r in rows if {t["function"]["name"] for t in r["tools"]} == set(names)]
+        assert resolver  # the resolver's output keeps no system message, so no definitions
+        empty = {"type": "object", "properties": {}}
+        for row in resolver:
+            expected = [{"type": "function", "function": {"name": n, "parameters": empty}} for n in names]
+            assert row["tools"] == expected
+
+    def test_definitions_come_first_then_called_names_without_one_each_with_a_schema(self):
+        empty = {"type": "object", "properties": {}}
+        offered = [{"type": "function", "function": {"name": "terminal", "description": "run"}},
+                   {"type": "function", "function": {"name": "finish", "parameters": {"type": "object"}}}]
+        assert _tools(offered, {"terminal", "think", "ask"}) == [
+            {"type": "function", "function": {"name": "terminal", "description": "run", "parameters": empty}},
+            {"type": "function", "function": {"name": "finish", "parameters": {"type": "object"}}},
+            {"type": "function", "function": {"name": "ask", "parameters": empty}},
+            {"type": "function", "function": {"name": "think", "parameters": empty}},
+        ]
+        assert _tools(None, set()) == []
+
+
+class TestNormaliseToolDefinitions:
+    """The shapes harnesses record tool definitions in, read into OpenAI's chat shape at ingest."""
+
+    def test_the_chat_shape_is_kept_as_it_is(self):
+        tool = {"type": "function", "function": {"name": "f", "parameters": {}, "strict": True}}
+        assert normalise_tool_definitions([tool]) == [tool]
+
+    def test_flat_anthropic_mcp_and_responses_shapes_become_the_chat_shape(self):
+        schema = {"type": "object", "properties": {"q": {"type": "string"}}}
+        assert normalise_tool_definitions([
+            {"name": "a", "description": "A", "input_schema": schema},  # Anthropic
+            {"name": "b", "inputSchema": schema},  # MCP
+            {"type": "function", "name": "c", "parameters": schema, "strict": False},  # Responses API
+            {"type": "web_search_preview"},  # a built-in: no function to call
+            "not a tool", {"description": "no name"},
+            {"name": "a", "description": "a second definition of a"},
+        ]) == [
+            {"type": "function", "function": {"name": "a", "description": "A", "parameters": schema}},
+            {"type": "function", "function": {"name": "b", "parameters": schema}},
+            {"type": "function", "function": {"name": "c", "parameters": schema, "strict": False}},
+        ]
+        assert normalise_tool_definitions([{"type": "web_search_preview"}]) is None
+        assert normalise_tool_definitions("tools") is None
+
+    def test_tau2_tool_dumps_by_name_and_openhands_sdk_definitions_are_read(self):
+        params = {"properties": {"user_id": {"type": "string"}}, "type": "object"}
+        tau2 = {"get_user_details": {"name": "get_user_details", "short_desc": "Get the details of a user.",
+                                     "long_desc": "Including reservations.", "params": params,
+                                     "returns": {}, "raises": [], "examples": [], "info": {}}}
+        (tool,) = normalise_tool_definitions(tau2)
+        assert tool["function"]["name"] == "get_user_details"
+        assert tool["function"]["description"] == "Get the details of a user.\n\nIncluding reservations."
+        assert tool["function"]["parameters"] == params
+        sdk = {"description": "Run a command.", "action_type": "TerminalAction", "kind": "TerminalTool",
+               "title": "terminal", "annotations": {"title": "terminal"}}
+        (tool,) = normalise_tool_definitions([sdk])
+        assert tool["function"]["name"] == "terminal" and tool["function"]["description"] == "Run a command."

@@ -364,7 +364,10 @@ class TestOutputs:
         assert [m["role"] for m in row["messages"][:2]] == ["system", "user"]
         assert row["messages"][1]["content"] == traj["messages"][1]["content"]
         assert len(row["messages"]) == len(traj["messages"]) + 1
-        assert {"type": "function", "function": {"name": "bash"}} in row["tools"]
+        # mini-swe-agent records no tool definitions: the called tool by name, with an empty parameter schema
+        assert row["tools"] == [
+            {"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {}}}}
+        ]
         assert row["label"] == 1.0
         assert json.loads((tmp_path / "out" / "manifest.json").read_text())["slice_id"] == manifest.slice_id
         parquet = export_slice(lake, manifest, tmp_path / "pq")

@@ -38,6 +38,9 @@ Mapping (one trajectory file = one trajectory):
   told apart by their file name, and carry no reward;
 * without a trial around it, the run is the agent (name and version) and the task is identified by a
   hash of the first user message: ``task_id_for("atif", sha256(prompt)[:16])``;
+* v1.7's ``agent.tool_definitions`` (the tools the agent was offered) are the trajectory's
+  ``extra.tool_definitions`` in OpenAI's chat shape (``normalise_tool_definitions``); the run's config
+  keeps the agent object as written;
 * ATIF-v1.7 makes ``session_id`` optional beside ``trajectory_id`` and embeds delegated subagents' whole
   trajectories in ``subagent_trajectories`` (referenced from observations by ``trajectory_id``): each
   embedded one becomes its own trajectory of the same run and task (``subagent_of`` and its own
@@ -111,6 +114,7 @@ from trajectory_lake.records import (
     make_step,
     make_task,
     make_trajectory,
+    normalise_tool_definitions,
     task_id_for,
 )
 
@@ -279,6 +283,7 @@ class AtifTrajectory(Adapter):
                 {k: sub.get(k) for k in ("trajectory_id", "session_id")} if isinstance(sub, dict) else sub
                 for sub in extra["subagent_trajectories"]
             ]
+        definitions = normalise_tool_definitions(agent.get("tool_definitions"))
         trajectory = make_trajectory(
             run=run,
             task_id=task_id,
@@ -303,6 +308,8 @@ class AtifTrajectory(Adapter):
                 "session_id": session_id,
                 "trial_name": trial_name,
                 "task_name": task_name,
+                # v1.7's tools the agent was offered (the run's config keeps them as written)
+                **({"tool_definitions": definitions} if definitions else {}),
                 **extra,
                 # a subagent keeps its own agent here (its run is the parent's) and names its parent
                 **({"subagent_of": parent.attempt_key, "agent": agent} if parent is not None else {}),

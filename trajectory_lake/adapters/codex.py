@@ -70,6 +70,9 @@ Mapping (one session = one trajectory):
   message whose ``phase`` is ``final_answer``; rollouts that predate ``phase`` use the last assistant
   message; a session that stopped mid-turn (only ``commentary`` messages) has no candidate. Rollouts
   carry no label, so there are no outcomes (nor a patch: the turn diff is not persisted);
+* the session meta's ``dynamic_tools`` (``DynamicToolSpec {name, description, input_schema}``, the tools
+  a client added) are the trajectory's ``extra.tool_definitions`` in OpenAI's chat shape; the CLI's own
+  tools (``shell``, ``apply_patch``, ...) are defined in its code, not in the rollout;
 * everything else (session meta, distinct turn contexts, turn boundaries, events that do not duplicate a
   response item, the last rate limits) goes to the trajectory's ``extra``; items and lines with no
   conversation content go to ``extra.other_items``, each with the ``reason`` it is not a step
@@ -105,6 +108,7 @@ from trajectory_lake.records import (
     make_step,
     make_task,
     make_trajectory,
+    normalise_tool_definitions,
     task_id_for,
 )
 
@@ -535,6 +539,7 @@ class _Session:
         usage = self.total_usage or {}
         output_tokens = usage.get("output_tokens")
         started = as_timestamp(meta.get("timestamp"))
+        definitions = normalise_tool_definitions(meta.get("dynamic_tools"))
         trajectory = make_trajectory(
             run=run,
             task_id=task_id,
@@ -552,6 +557,7 @@ class _Session:
             ended_at=max(self.times, default=None),
             extra={
                 "session": meta,
+                **({"tool_definitions": definitions} if definitions else {}),
                 "turn_contexts": self.turn_contexts,
                 "models": self.models if len(self.models) > 1 else None,
                 "turns": self.turns,

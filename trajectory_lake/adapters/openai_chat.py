@@ -74,6 +74,10 @@ put beside it the same call would be ingested again, joined, under another id (i
 messages) -- the lake would hold it twice. Ignoring it loses nothing, since the file is left as it is
 and an ingest with its input beside it reads every line once.
 
+Tools: the request's ``tools`` are the trajectory's ``extra.tool_definitions`` (OpenAI's chat shape:
+``normalise_tool_definitions``), and ``extra.tools`` keeps the list as sent where that differs (a
+Responses-API or Anthropic-shaped list, a provider's built-in tools).
+
 Model: the record's (``model``, the request's, or the response's). The software-agent-sdk's ``Telemetry``
 names each log ``<model>-<time>-<4 hex>.json`` (``-error.json`` for a call that failed: ``on_error``), the
 model being its LLM's configured ``model`` with ``/`` written ``__``; an error log holds the request and
@@ -116,6 +120,7 @@ from trajectory_lake.records import (
     make_task,
     make_trajectory,
     normalise_tool_calls,
+    normalise_tool_definitions,
     task_id_for,
 )
 
@@ -1168,6 +1173,7 @@ class OpenAIChatLog(Adapter):
             _dict(_dict(t).get("function")).get("name") or _dict(t).get("name") for t in leaf.tools or []
         ]
         domain = "swe" if any(isinstance(n, str) and _SWE_TOOL.search(n) for n in tool_names) else "assistant"
+        definitions = normalise_tool_definitions(leaf.tools)
         task_id = task_id_for(harness or FORMAT, content_sha256(prompt)[:16])
 
         # Which call produced which step: the leaf its response; an earlier call of the chain its response
@@ -1246,7 +1252,10 @@ class OpenAIChatLog(Adapter):
                 "failed_calls": failed,
                 "calls_off_chain": off_chain,
                 "calls_superseded": superseded,
-                "tools": leaf.tools,
+                # The tools the request offered, normalised (what a slice export writes as the row's tools);
+                # the list as sent only where normalising changed it (another provider's shape, built-ins).
+                "tool_definitions": definitions,
+                "tools": leaf.tools if leaf.tools != definitions else None,
                 # A call with no response has no produced step to carry its record: it is kept here.
                 "unanswered_call": None
                 if leaf.response is not None

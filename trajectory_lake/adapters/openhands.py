@@ -46,6 +46,9 @@ Mapping (one step per event, in order):
 * observations → ``tool`` steps with the ``tool_call_id`` of their action (through
   ``tool_call_metadata`` or ``cause``), else ``user`` steps (what the LLM is shown); ``is_error`` from
   ``success`` / exit codes / ``error`` observations / ``ERROR:`` editor output;
+* the tools the agent was offered (V0's ``system`` action ``args.tools``, V1's ``SystemPromptEvent.tools``)
+  are the trajectory's ``extra.tool_definitions`` in OpenAI's chat shape (V1's SDK definitions carry a
+  name and description, no parameter schema); the system step keeps them as written;
 * bookkeeping events (``agent_state_changed``, ``recall``, ``change_agent_state`` and
   ``condensation_request`` actions) are no steps: they go to the trajectory's ``extra`` (``null`` pair
   placeholders are counted there); a ``condensation`` action (the condenser's) is a ``user`` step of its
@@ -136,6 +139,7 @@ from trajectory_lake.records import (
     make_step,
     make_task,
     make_trajectory,
+    normalise_tool_definitions,
     task_id_for,
 )
 
@@ -909,8 +913,25 @@ def _add_steps(bundle: Bundle, trajectory: dict[str, Any], mapped: MappedEvents)
     bundle.extend("steps", (make_step(trajectory, i, **step) for i, step in enumerate(mapped.steps)))
 
 
+def _offered_tools(mapped: MappedEvents) -> list[dict[str, Any]] | None:
+    """The tools the agent was offered: the first system event's (V0's ``system`` action ``args.tools``,
+    chat-completions tool params; V1's ``SystemPromptEvent.tools``, the SDK's tool definitions), normalised.
+    The system step keeps them as written."""
+    for step in mapped.steps:
+        if step["role"] != "system" or not step["extra"]:
+            continue
+        extra = step["extra"]
+        tools = (extra.get("args") or {}).get("tools") if isinstance(extra.get("args"), dict) else None
+        found = normalise_tool_definitions(tools if tools is not None else extra.get("tools"))
+        if found:
+            return found
+    return None
+
+
 def _history_extra(mapped: MappedEvents) -> dict[str, Any]:
+    tools = _offered_tools(mapped)
     return {
+        **({"tool_definitions": tools} if tools else {}),
         "events_without_step": mapped.other_events,
         "skipped_events": dict(mapped.skipped),
         "agent_states": mapped.agent_states,

@@ -36,7 +36,9 @@ file                        one run: name = file stem, harness ``tau2-bench``, h
                             reference = ``evaluation_criteria`` JSON, metadata = the rest
 ``simulations[i]``          one trajectory; attempt = ``trial``; exit_status = ``termination_reason``;
                             cost_usd = ``agent_cost``; tokens = the agent's completion tokens;
-                            started/ended = ``start_time``/``end_time``; the rest in ``extra``
+                            started/ended = ``start_time``/``end_time``; the rest in ``extra``,
+                            with the run's ``environment_info.tool_defs`` (``Tool`` dumps) as
+                            ``extra.tool_definitions`` (OpenAI's chat shape)
 message                     one step each (a ``MultiToolMessage`` gives one step per tool result):
                             tool calls with ids, ``id`` → tool_call_id, ``error`` → is_error,
                             ``usage.completion_tokens`` → tokens, reasoning from ``raw_data``
@@ -183,6 +185,7 @@ from trajectory_lake.records import (
     make_task,
     make_trajectory,
     normalise_tool_calls,
+    normalise_tool_definitions,
     task_id_for,
 )
 
@@ -325,7 +328,7 @@ class Tau2BenchResults(Adapter):
 
         run_dir, metadata_path, metadata = self._run_metadata_of(source.path, fields)
         try:
-            run, domain, policy = _run_context(metadata_path, metadata)
+            run, domain, environment = _run_context(metadata_path, metadata)
         except _NoContext as exc:
             yield self.quarantine(exc.locator, str(exc), source.data)
             return
@@ -355,7 +358,7 @@ class Tau2BenchResults(Adapter):
             yield bundle
         for locator, raw, simulation in simulations:
             try:
-                yield self._bundle(source, run_dir, run, domain, policy, locator, simulation)
+                yield self._bundle(source, run_dir, run, domain, environment, locator, simulation)
             except (ValueError, TypeError) as exc:
                 yield self.quarantine(locator, str(exc), raw or raw_json(simulation))
         if broken:
@@ -376,7 +379,7 @@ class Tau2BenchResults(Adapter):
         run_dir: Path,
         run: dict[str, Any],
         domain: str,
-        policy: Any,  # noqa: ANN401 - the run's policy text, if any
+        environment: Mapping[str, Any],
         locator: str,
         sim: Any,  # noqa: ANN401 - validated here
     ) -> Bundle:
@@ -427,8 +430,12 @@ class Tau2BenchResults(Adapter):
         if derived:
             del extra["ticks"]  # each tick's content is on the steps it became
             extra.update((k, v) for k, v in derived.items() if v is not None)
+        policy = environment.get("policy")
         if policy is not None and extra.get("policy") == policy:
             del extra["policy"]  # the run's own policy (in the run's config), repeated per simulation
+        definitions = normalise_tool_definitions(environment.get("tool_defs"))
+        if definitions:  # the run's tools (its config keeps them as written), for each trajectory's export
+            extra["tool_definitions"] = definitions
         trajectory = make_trajectory(
             run=run,
             task_id=task_id_for(FAMILY, f"{domain}/{task_ref}"),
@@ -515,8 +522,8 @@ class _NoContext(ValueError):
         self.locator = locator
 
 
-def _run_context(path: Path, fields: Mapping[str, Any]) -> tuple[dict[str, Any], str, Any]:
-    """``(run, domain, policy)`` from the metadata (``timestamp``, ``info``, ``tasks``) of the results file at
+def _run_context(path: Path, fields: Mapping[str, Any]) -> tuple[dict[str, Any], str, Mapping[str, Any]]:
+    """``(run, domain, environment_info)`` from the metadata (``timestamp``, ``info``, ``tasks``) of the results file at
     ``path``: shared by the monolithic file and the dir layout's simulation files, so both name one run.
 
     Raises:
@@ -542,11 +549,13 @@ def _run_context(path: Path, fields: Mapping[str, Any]) -> tuple[dict[str, Any],
         run = _run(path, fields, info, domain)
     except ValueError as exc:  # a name the run id cannot hash (a lone surrogate)
         raise _NoContext("$", str(exc)) from None
-    return run, domain, _object(info.get("environment_info")).get("policy")
+    return run, domain, _object(info.get("environment_info"))
 
 
-def _simulation_set_context(path: Path, fields: Mapping[str, Any]) -> tuple[dict[str, Any], str, Any]:
-    """``(run, domain, policy)`` of a leaderboard submission's simulation set ``{domain, agent, model, ...,
+def _simulation_set_context(
+    path: Path, fields: Mapping[str, Any]
+) -> tuple[dict[str, Any], str, Mapping[str, Any]]:
+    """``(run, domain, environment_info)`` of a leaderboard submission's simulation set ``{domain, agent, model, ...,
     simulations}`` (:func:`_is_simulation_set`), or of its bare list of simulations (``fields`` then holds
     only them): the run named after the file (as a results file is, by :func:`run_name`), of ``model``, its
     other fields (``agent``, ``total_tasks``, ``passed``, ``pass_rate``) its config; the domain is
@@ -570,7 +579,7 @@ def _simulation_set_context(path: Path, fields: Mapping[str, Any]) -> tuple[dict
         run = _run(path, fields, {"agent_info": {"llm": model}}, domain)
     except ValueError as exc:  # a name the run id cannot hash (a lone surrogate)
         raise _NoContext("$", str(exc)) from None
-    return run, domain, None
+    return run, domain, {}
 
 
 def _domain(path: Path, info: Mapping[str, Any], tasks: list[Any]) -> str | None:
@@ -958,7 +967,7 @@ class Tau2BenchSimulation(Tau2BenchResults):
     def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
         try:
             path, fields = _run_metadata(source.path)
-            run, domain, policy = _run_context(path, fields)
+            run, domain, environment = _run_context(path, fields)
         except _NoContext as exc:
             yield self.quarantine(exc.locator, str(exc), source.data)
             return
@@ -968,7 +977,7 @@ class Tau2BenchSimulation(Tau2BenchResults):
             yield self.quarantine("$", f"invalid tau2-bench simulation file: {exc}", source.data)
             return
         try:
-            yield self._bundle(source, path.parent, run, domain, policy, "$", document)
+            yield self._bundle(source, path.parent, run, domain, environment, "$", document)
         except (ValueError, TypeError) as exc:
             yield self.quarantine("$", str(exc), source.data)
 
@@ -1023,7 +1032,7 @@ class Tau2BenchDiscardArchive(Tau2BenchDiscarded):
 
     def read(self, source: SourceFile, group: RunGroup) -> Iterator[Bundle | Quarantined]:
         header: tuple[int, dict[str, Any]] | None = None  # (line, info)
-        context: tuple[Path, dict[str, Any], str, Any, bool] | None = None
+        context: tuple[Path, dict[str, Any], str, Mapping[str, Any], bool] | None = None
         tasks_seen: set[str | int] = set()  # ids only: the archive's tasks are rows once each
         for item in self.iter_json_lines(source):
             if isinstance(item, Quarantined):
@@ -1063,9 +1072,9 @@ class Tau2BenchDiscardArchive(Tau2BenchDiscarded):
                 except _NoContext as exc:
                     yield self.quarantine(locator, str(exc), raw)
                     continue
-            run_dir, run, domain, policy, own_tasks = context
+            run_dir, run, domain, environment, own_tasks = context
             try:
-                bundle = self._bundle(source, run_dir, run, domain, policy, locator, value.get("simulation"))
+                bundle = self._bundle(source, run_dir, run, domain, environment, locator, value.get("simulation"))
             except (ValueError, TypeError) as exc:
                 yield self.quarantine(locator, f"field 'simulation': {exc}", raw)
                 continue  # nothing of a quarantined line is ingested
@@ -1090,8 +1099,8 @@ class Tau2BenchDiscardArchive(Tau2BenchDiscarded):
         source: SourceFile,
         header: tuple[int, dict[str, Any]] | None,
         task: Any,  # noqa: ANN401
-    ) -> tuple[Path, dict[str, Any], str, Any, bool]:
-        """``(run folder, run, domain, policy, whether the archive gives the run's task rows)``: from the
+    ) -> tuple[Path, dict[str, Any], str, Mapping[str, Any], bool]:
+        """``(run folder, run, domain, environment_info, whether the archive gives the run's task rows)``: from the
         run's ``results.json`` when there is one (its tasks are the run's), else from the header's ``info``.
 
         Raises:
@@ -1106,8 +1115,8 @@ class Tau2BenchDiscardArchive(Tau2BenchDiscarded):
                 f"'{_HEADER_RECORD}' header line before it",
             )
         # with the header's info, the run's config is {"info": ...} (the task only helps name the domain)
-        run, domain, policy = _run_context(path, metadata)
-        return run_dir, run, domain, policy, metadata is fields
+        run, domain, environment = _run_context(path, metadata)
+        return run_dir, run, domain, environment, metadata is fields
 
 
 def _discarded_attempt(simulation_id: Any, source: SourceFile, locator: str) -> int:  # noqa: ANN401
