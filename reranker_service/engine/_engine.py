@@ -472,10 +472,23 @@ class RerankEngine:
                 for job in live:
                     self.metrics.queue_duration.observe(time.monotonic() - job.enqueued)
             self._current = live
-            for backend in dict.fromkeys(job.backend for job in live):  # a swap mid-queue: old model first
-                await self._run_jobs(backend, [job for job in live if job.backend is backend])
+            try:  # a swap mid-queue: the old model's jobs first
+                for backend in dict.fromkeys(job.backend for job in live):
+                    await self._run_jobs(backend, [job for job in live if job.backend is backend])
+            except Exception:  # never let one round kill the worker: every later request would hang
+                logger.exception("the batcher failed on a round of %d request(s)", len(live))
+                self._fail(live, "the model failed to score this request")
             self._current = []
             self._batch_seconds = 0.8 * self._batch_seconds + 0.2 * (time.perf_counter() - started)
+
+    def _fail(self, jobs: Sequence[_Job], message: str) -> None:
+        """Answer every job of ``jobs`` still waiting with :class:`ScoringFailedError` (``message``)."""
+        for job in dict.fromkeys(jobs):
+            if not job.future.done():
+                self.stats.failed += 1
+                if self.metrics is not None:
+                    self.metrics.rejected.labels(reason="failed").inc()
+                job.future.set_exception(ScoringFailedError(message))
 
     def _cancelled(self, n: int) -> None:
         self.stats.cancelled += n
@@ -504,15 +517,15 @@ class RerankEngine:
                 out = await loop.run_in_executor(
                     self._executor, partial(backend.forward, [items[s] for s in batch], embed=embed)
                 )
+                values = np.asarray(out.values, dtype=np.float64).reshape(-1)
+                if len(values) != len(batch):
+                    name = type(backend).__name__
+                    raise ValueError(f"{name}.forward returned {len(values)} values for {len(batch)} items")
+                if embed and (out.embeddings is None or len(out.embeddings) != len(batch)):
+                    raise ValueError(f"{type(backend).__name__}.forward did not embed every item")
             except Exception:
                 logger.exception("scoring failed")
-                failed = {id(slots[s][0]): slots[s][0] for s in batch}
-                for job in failed.values():
-                    if not job.future.done():
-                        self.stats.failed += 1
-                        if self.metrics is not None:
-                            self.metrics.rejected.labels(reason="failed").inc()
-                        job.future.set_exception(ScoringFailedError("the model failed to score this request"))
+                self._fail([slots[s][0] for s in batch], "the model failed to score this request")
                 continue
             self.stats.batches += 1
             if self.metrics is not None:
@@ -527,9 +540,23 @@ class RerankEngine:
                     )
                 )
                 self.metrics.tokens.inc(sum(items[s].n_tokens for s in batch))
+            finite = np.isfinite(values)
+            if not finite.all():  # NaN would be served as a null score, ranked first, and cached
+                logger.error(
+                    "%s returned non-finite values for %d of %d items; their requests fail",
+                    backend.info.label,
+                    int((~finite).sum()),
+                    len(batch),
+                )
+                self._fail(
+                    [slots[s][0] for row, s in enumerate(batch) if not finite[row]],
+                    "the model returned a non-finite value for this request",
+                )
             for row, s in enumerate(batch):
                 job, k = slots[s]
-                job.values[k] = out.values[row]
+                if job.future.done():  # failed above, or its caller left
+                    continue
+                job.values[k] = values[row]
                 if out.embeddings is not None and job.embed:
                     job.embeddings[k] = out.embeddings[row]
                 job.remaining -= 1

@@ -58,6 +58,26 @@ class FlakyBackend(DummyBackend):
         return super().forward(items, embed=embed)
 
 
+class ShortBackend(DummyBackend):
+    """A broken backend: one value too few for any batch of two or more items."""
+
+    def forward(self, items: Sequence[Item], *, embed: bool = False) -> Forwarded:
+        out = super().forward(items, embed=embed)
+        return Forwarded(values=out.values[:-1] if len(items) > 1 else out.values)
+
+
+class NanBackend(SlowBackend):
+    """Scores a candidate containing ``nan`` as NaN (a diverged or overflowing model); blocks until
+    released."""
+
+    def forward(self, items: Sequence[Item], *, embed: bool = False) -> Forwarded:
+        out = super().forward(items, embed=embed)
+        values = np.array(
+            [np.nan if "nan" in c else v for (_, c), v in zip((it.payload for it in items), out.values)]
+        )
+        return Forwarded(values=values, embeddings=out.embeddings)
+
+
 class TestScoring:
     async def test_score_returns_one_value_score_and_flag_per_candidate_when_started(self):
         async with RerankEngine(DummyBackend()) as engine:
@@ -197,6 +217,40 @@ class TestBackendFailure:
             assert engine.ready
             assert len((await engine.score("fine", ["a", "b"])).values) == 2
             assert (engine.stats.failed, engine.stats.requests) == (1, 1)
+
+    async def test_a_backend_answering_too_few_values_fails_that_request_and_the_engine_keeps_serving(
+        self, caplog
+    ):
+        async with RerankEngine(ShortBackend()) as engine:
+            with pytest.raises(ScoringFailedError, match="failed to score"):
+                await asyncio.wait_for(engine.score("p", ["a", "b"]), WAIT_S)
+
+            assert engine.ready
+            assert len((await engine.score("p", ["c"])).values) == 1
+            assert (engine.stats.failed, engine.stats.requests) == (1, 1)
+        assert "returned 1 values for 2 items" in caplog.text
+
+    async def test_a_non_finite_value_fails_its_request_only_and_is_never_cached(self):
+        backend = NanBackend()
+        async with RerankEngine(backend, max_queue=4) as engine:
+            try:
+                first = asyncio.create_task(engine.score("p", ["first"]))
+                await eventually(backend.entered.is_set)
+                broken = asyncio.create_task(engine.score("p", ["a nan here", "fine too"]))
+                fine = asyncio.create_task(engine.score("p", ["fine"]))
+                await eventually(lambda: engine.queue_depth == 2)
+            finally:
+                backend.release.set()
+            await first
+
+            with pytest.raises(ScoringFailedError, match="non-finite"):
+                await broken
+            assert np.isfinite((await fine).values).all()  # same model batch, still answered
+            assert backend.calls == 2
+            with pytest.raises(ScoringFailedError, match="non-finite"):
+                await engine.score("p", ["a nan here"])
+            assert backend.calls == 3  # the NaN was not cached
+            assert engine.stats.failed == 2
 
 
 class TestLifecycle:
