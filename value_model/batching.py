@@ -35,8 +35,10 @@ def plan_epoch(
 
     Returns:
         Steps, each exactly ``micro_batches_per_step`` non-empty micro-batches. The trailing examples
-        that would make an incomplete step are spread evenly over one last full step; when fewer
-        examples than micro-batches remain, they sit this epoch out (each epoch shuffles anew).
+        that would make an incomplete step are spread over one last full step, whole groups to the
+        least-filled micro-batch (a group is cut there only when there are fewer groups than
+        micro-batches); when fewer examples than micro-batches remain, they sit this epoch out (each
+        epoch shuffles anew).
 
     Raises:
         ValueError: a size is below 1.
@@ -69,12 +71,45 @@ def plan_epoch(
         micro.append(current)
     full = len(micro) // micro_batches_per_step * micro_batches_per_step
     steps = [micro[i : i + micro_batches_per_step] for i in range(0, full, micro_batches_per_step)]
-    rest = [i for batch in micro[full:] for i in batch]
-    if len(rest) >= micro_batches_per_step:
-        size, extra = divmod(len(rest), micro_batches_per_step)
-        cuts = [k * size + min(k, extra) for k in range(micro_batches_per_step + 1)]
-        steps.append([rest[cuts[k] : cuts[k + 1]] for k in range(micro_batches_per_step)])
+    rest = micro[full:]
+    if sum(map(len, rest)) >= micro_batches_per_step:
+        pieces = [run for batch in rest for run in _runs(batch, groups)]
+        steps.append(_spread(pieces, micro_batches_per_step, micro_batch_size))
     return steps
+
+
+def _runs(batch: list[int], groups: Sequence[Hashable]) -> list[list[int]]:
+    """A micro-batch cut into its groups' pieces (a group's members sit next to each other)."""
+    runs: list[list[int]] = []
+    for index in batch:
+        if runs and groups[runs[-1][-1]] == groups[index]:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    return runs
+
+
+def _spread(pieces: list[list[int]], bins: int, capacity: int) -> list[list[int]]:
+    """``bins`` non-empty micro-batches of at most ``capacity`` from pieces holding at least ``bins`` examples
+    and at most ``(bins - 1) x capacity``: largest piece first into the emptiest micro-batch, so a piece
+    is cut only where it fits nowhere whole, or where there are fewer pieces than micro-batches."""
+    packed: list[list[list[int]]] = [[] for _ in range(bins)]
+    load = [0] * bins
+    for piece in sorted(pieces, key=len, reverse=True):
+        while piece:
+            target = min(range(bins), key=load.__getitem__)
+            room = capacity - load[target]
+            packed[target].append(piece[:room])
+            load[target] += len(piece[:room])
+            piece = piece[room:]
+    for empty in [b for b in range(bins) if not load[b]]:
+        donor = max(range(bins), key=load.__getitem__)  # holds one piece: it went to an empty micro-batch
+        piece = packed[donor][0]
+        moved = piece[len(piece) // 2 :]
+        del piece[len(piece) // 2 :]
+        packed[empty].append(moved)
+        load[empty], load[donor] = len(moved), load[donor] - len(moved)
+    return [[i for piece in batch for i in piece] for batch in packed]
 
 
 def rank_share(step: Sequence[Sequence[int]], *, rank: int, world_size: int) -> list[list[int]]:

@@ -28,6 +28,21 @@ class TestPlanEpoch:
                 for task in {GROUPS[i] for i in batch}:
                     assert sum(GROUPS[i] == task for i in batch) == GROUPS.count(task)
 
+    @pytest.mark.parametrize("per_step", [2, 3, 4])
+    def test_the_last_step_keeps_tasks_whole_when_it_has_a_task_per_micro_batch(self, per_step):
+        # the stragglers of an epoch fill one last step; a task there used to be cut in two (its pairs
+        # lost) when the examples were spread evenly; now only a step with fewer tasks than micro-batches
+        # cuts one
+        for seed in range(30):
+            for step in plan_epoch(GROUPS, micro_batch_size=6, micro_batches_per_step=per_step, seed=seed):
+                tasks = {GROUPS[i] for batch in step for i in batch}
+                if len(tasks) < per_step:
+                    continue
+                for batch in step:
+                    for task in {GROUPS[i] for i in batch}:
+                        assert sum(GROUPS[i] == task for i in batch) == GROUPS.count(task), (seed, step)
+                assert all(len(batch) <= 6 for batch in step)
+
     def test_a_task_larger_than_a_micro_batch_is_split_over_several(self):
         steps = plan_epoch(["big"] * 10, micro_batch_size=4, micro_batches_per_step=1, seed=0)
         assert sorted(len(s[0]) for s in steps) == [2, 4, 4]
