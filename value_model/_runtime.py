@@ -2,7 +2,7 @@
 
 ``torchrun`` (``torch.distributed.run``) starts one process per device and tells each its place
 through ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK``; :func:`distributed_session` turns those into an
-initialised process group (NCCL on CUDA, gloo on CPU) for the duration of a command, and
+initialised process group (NCCL for CUDA tensors, gloo for CPU ones) for the duration of a command, and
 :class:`Runtime` describes the current process to the trainer. Without ``torchrun`` everything is a
 world of one.
 """
@@ -73,8 +73,9 @@ class Runtime:
 def distributed_session(*, device: str = "auto") -> Iterator[Runtime]:
     """Initialise the process group when started by ``torchrun`` (``WORLD_SIZE`` > 1), and tear it down.
 
-    The backend is NCCL when the process trains on CUDA, gloo otherwise. A world of one starts no
-    process group. Library code never calls this; entry points do.
+    The backend is NCCL for CUDA tensors plus gloo for CPU ones when the process trains on CUDA, gloo
+    alone otherwise. A world of one starts no process group. Library code never calls this; entry
+    points do.
     """
     rank, world_size, local_rank = _torchrun_env()
     if world_size <= 1 or dist.is_initialized():
@@ -83,7 +84,10 @@ def distributed_session(*, device: str = "auto") -> Iterator[Runtime]:
     target = resolve_device(device, local_rank=local_rank)
     if target.type == "cuda":
         torch.cuda.set_device(target)
-    dist.init_process_group(backend="nccl" if target.type == "cuda" else "gloo", rank=rank, world_size=world_size)
+    # NCCL reduces CUDA tensors only; the trainer also reduces CPU ones (each step's loss), so a GPU job
+    # carries gloo for them.
+    backend = "cpu:gloo,cuda:nccl" if target.type == "cuda" else "gloo"
+    dist.init_process_group(backend=backend, rank=rank, world_size=world_size)
     try:
         yield Runtime(rank=rank, world_size=world_size, local_rank=local_rank)
     finally:

@@ -455,7 +455,8 @@ def fit(
                     )
                     (loss * runtime.world_size).backward()
                 step_loss += loss.detach().double().cpu()
-            if runtime.distributed:
+            if runtime.distributed:  # on the training device: a group of NCCL alone reduces no CPU tensor
+                step_loss = step_loss.to(device)
                 dist.all_reduce(step_loss)
             torch.nn.utils.clip_grad_norm_(trainable, 1.0)
             optimizer.step()

@@ -51,3 +51,29 @@ def test_two_ranks_match_one_process_accumulating_the_same_global_batch(recipe, 
     # (not Brier and log loss: they go through Platt scaling, which has no finite optimum on separable data)
     for name in {"best_at_1", "auroc", "td_mse", "truncated_fraction"} & one["metrics"].keys():
         assert two["metrics"][name] == pytest.approx(one["metrics"][name], rel=1e-4, nan_ok=True)
+
+
+def test_a_cuda_process_group_also_reduces_cpu_tensors(monkeypatch):
+    """NCCL alone reduces only CUDA tensors; the trainer also reduces CPU ones (each step's loss, gathered
+    objects), so a GPU job's group must carry gloo for the CPU: with NCCL alone the first step crashed
+    with "No backend type associated with device type cpu"."""
+    import torch.distributed as dist
+
+    from value_model._runtime import distributed_session
+
+    calls = {}
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr("torch.cuda.set_device", lambda device: calls.setdefault("device", str(device)))
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(dist, "init_process_group", lambda **kwargs: calls.update(init=kwargs))
+    monkeypatch.setattr(dist, "destroy_process_group", lambda: calls.update(destroyed=True))
+    with distributed_session(device="cuda") as runtime:
+        assert (runtime.rank, runtime.world_size, runtime.local_rank) == (0, 2, 1)
+    backends = dict(part.split(":") for part in calls["init"]["backend"].split(","))
+    assert backends == {"cpu": "gloo", "cuda": "nccl"}
+    assert calls["device"] == "cuda:1" and calls["destroyed"]
+    with distributed_session(device="cpu"):
+        pass
+    assert calls["init"]["backend"] in ("gloo", "cpu:gloo")  # a CPU job: gloo alone, as before
