@@ -465,21 +465,25 @@ class RerankEngine:
 
     async def _run(self) -> None:
         while True:
-            jobs = await self._gather()
-            started = time.perf_counter()
-            live = [job for job in jobs if not job.future.done()]  # a caller may leave while gathering
-            if self.metrics is not None:
-                for job in live:
-                    self.metrics.queue_duration.observe(time.monotonic() - job.enqueued)
-            self._current = live
-            try:  # a swap mid-queue: the old model's jobs first
-                for backend in dict.fromkeys(job.backend for job in live):
-                    await self._run_jobs(backend, [job for job in live if job.backend is backend])
-            except Exception:  # never let one round kill the worker: every later request would hang
-                logger.exception("the batcher failed on a round of %d request(s)", len(live))
-                self._fail(live, "the model failed to score this request")
-            self._current = []
-            self._batch_seconds = 0.8 * self._batch_seconds + 0.2 * (time.perf_counter() - started)
+            # one call per round, so that nothing of a finished round (its jobs, their backend: a model
+            # a reload replaced) stays referenced while the worker waits for the next request
+            await self._round(await self._gather())
+
+    async def _round(self, jobs: list[_Job]) -> None:
+        started = time.perf_counter()
+        live = [job for job in jobs if not job.future.done()]  # a caller may leave while gathering
+        if self.metrics is not None:
+            for job in live:
+                self.metrics.queue_duration.observe(time.monotonic() - job.enqueued)
+        self._current = live
+        try:  # a swap mid-queue: the old model's jobs first
+            for backend in dict.fromkeys(job.backend for job in live):
+                await self._run_jobs(backend, [job for job in live if job.backend is backend])
+        except Exception:  # never let one round kill the worker: every later request would hang
+            logger.exception("the batcher failed on a round of %d request(s)", len(live))
+            self._fail(live, "the model failed to score this request")
+        self._current = []
+        self._batch_seconds = 0.8 * self._batch_seconds + 0.2 * (time.perf_counter() - started)
 
     def _fail(self, jobs: Sequence[_Job], message: str) -> None:
         """Answer every job of ``jobs`` still waiting with :class:`ScoringFailedError` (``message``)."""

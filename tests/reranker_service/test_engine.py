@@ -8,8 +8,10 @@ thread busy so the queue's states (one in flight, N waiting, full) are reached d
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -409,3 +411,15 @@ class TestSwap:
 
         assert [r.model.label for r in results] == ["slow/0", "slow/0", "new/2"]
         assert engine.stats.failed == 0
+
+    async def test_the_replaced_model_is_freed_once_its_requests_are_answered(self):
+        # A reload must give the old model's memory back even when no request follows it.
+        old = DummyBackend("old")
+        replaced = weakref.ref(old)
+        async with RerankEngine(old) as engine:
+            await engine.score("p", ["a", "b"])
+            assert engine.swap(DummyBackend("new", version="1")) is old
+            del old
+            gc.collect()
+
+            assert replaced() is None, [type(r).__name__ for r in gc.get_referrers(replaced())]
