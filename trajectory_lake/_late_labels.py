@@ -35,6 +35,8 @@ rollout ``attempt=0`` (every SWE adapter gives the submitted rollout attempt 0, 
 trajectory of it agree), except in an OpenHands/benchmarks run folder, whose rollouts are its critic
 attempts ``<n>`` (rollout attempt ``<n> - 1``): there the attempt its ``output.jsonl`` holds for the instance,
 read from the report's folder (``adapters.openhands.submitted_attempts``; none there, attempt 0: the first).
+A report beside attempt files whose ``output.jsonl`` is not there labels no attempt: its labels are
+quarantined as *waiting* (below), saying so, and the ingest of ``output.jsonl`` attaches them.
 The task is ``swe-bench/<instance_id>``, but in a run of benchmark ``swe-gym``: OpenHands evaluates SWE-Gym
 with the SWE-bench harness and names its tasks ``swe-gym/<instance_id>``
 (``adapters.openhands``, whose outcomes of those reports have the evaluator ``swe-gym``), and
@@ -123,6 +125,8 @@ WAITING = "label waiting for its candidate"
 # How a run summary's waiting label names its run, right after WAITING (how waiting_labels tells them apart).
 _SUMMARY = "the run summary "
 AMBIGUOUS = "label not attached: several runs match"
+# How a waiting label of a critic run read without its output.jsonl says so (how waiting_labels tells them).
+_UNDECIDED = "without its output.jsonl"
 _NODE_LABEL = re.compile(r"@node_\d+$")  # adapters._base.node_label: a moatless per-leaf report's label
 # Multi-SWE-bench's harness writes each instance's report to <workdir>/<org>/<repo>/evals/pr-<N>/report.json.
 _MSB_EVAL = re.compile(r"^pr-\d+$")
@@ -247,6 +251,8 @@ class LateLabels:
             files.
         cut: waiting labels whose raw ``max_raw_bytes`` cut short: their outcomes are read again from their
             report when this ingest writes a candidate of their run (:func:`attach`).
+        undecided: waiting because their report lay beside critic attempt files without ``output.jsonl``
+            (:func:`_defer_undecided`): looked at again when an ingest reads that ``output.jsonl``.
     """
 
     key: Path
@@ -256,6 +262,7 @@ class LateLabels:
     origins: dict[str, tuple[SourceFile, Adapter]]
     waiting: bool = False
     cut: set[str] = field(default_factory=set)
+    undecided: bool = False
 
 
 def _family(run: Mapping[str, Any]) -> str:
@@ -348,6 +355,7 @@ def waiting_labels(lake: Lake, *, read: Iterable[str] = ()) -> list[LateLabels]:
         run = ReportRun.of_summary(summary_name(path)) if summary else ReportRun.of(key)
         late = groups.setdefault(key, LateLabels(key=key, run=run, labels={}, instances=set(), origins={},
                                                  waiting=True))
+        late.undecided |= f": {WAITING}: " in error and _UNDECIDED in error
         if truncated:  # max_raw_bytes kept only the head of the outcomes; the locator is the instance's
             try:
                 labels = {ast.literal_eval(locator.removeprefix("$[").removesuffix("]")): {}}
@@ -432,12 +440,16 @@ class Attachment:
     warnings: list[str] = field(default_factory=list)
 
 
-def attach(late: list[LateLabels], staged: StagedRows, lake: Lake) -> Attachment:
+def attach(
+    late: list[LateLabels], staged: StagedRows, lake: Lake, *, read: Iterable[str] = ()
+) -> Attachment:
     """Join ``late`` labels to the candidates of their runs (in the lake, or staged by this ingest).
 
     Waiting labels (:func:`waiting_labels`) are only looked at when this ingest staged a candidate they
-    are for; those still without one stay waiting, with no new row.
+    are for, or, for those of a critic run read without its ``output.jsonl``, when this ingest reads it
+    (``read``: the URIs of the files it reads); those still without one stay waiting, with no new row.
     """
+    read = set(read)
     out = Attachment()
     if not late:
         return out
@@ -445,9 +457,14 @@ def attach(late: list[LateLabels], staged: StagedRows, lake: Lake) -> Attachment
     matched = [[run for run in runs if item.run.matches(run["name"], run["model"])] for item in late]
     # a candidate id -> each (late index, run, instance, task, attempt) it would be the submitted patch of
     expected: dict[str, list[tuple[int, str, str, str, int]]] = {}
+    undecided: dict[int, Path] = {}  # late index -> the critic run folder whose chosen attempts are unknown
     for index, item in enumerate(late):
         # an OpenHands/benchmarks run folder's output.jsonl says which critic attempt each instance submitted
-        attempts = submitted_attempts(item.key if item.key.is_dir() else item.key.parent)
+        folder = item.key if item.key.is_dir() else item.key.parent
+        attempts = submitted_attempts(folder)
+        if attempts is None:  # attempt files without output.jsonl: which attempt was evaluated is unknown
+            undecided[index] = folder
+            continue
         for run in matched[index]:
             for instance_id in item.instances:
                 task_id = task_id_for(_family(run), instance_id)
@@ -463,9 +480,14 @@ def attach(late: list[LateLabels], staged: StagedRows, lake: Lake) -> Attachment
             row = _rollout_candidate(run_id, task_id, benchmark, attempt)
             held[index].setdefault(run_id, {})[instance_id] = row
     by_id = {run["run_id"]: run for run in runs}
-    for item, holders, its_runs in zip(late, held, matched, strict=True):
-        if item.waiting and not any(row["candidate_id"] in staged.candidates
-                                    for rows in holders.values() for row in rows.values()):
+    for index, (item, holders, its_runs) in enumerate(zip(late, held, matched, strict=True)):
+        if index in undecided:
+            if not item.waiting:  # a waiting label stays as it is, its quarantine row saying why
+                _defer_undecided(item, undecided[index], out)
+            continue
+        chosen = item.undecided and _output_jsonl(item.key).resolve().as_uri() in read
+        if item.waiting and not chosen and not any(row["candidate_id"] in staged.candidates
+                                                   for rows in holders.values() for row in rows.values()):
             continue  # nothing new for these labels in this ingest
         _read_again(item)
         missing = _settle(item, holders, by_id, out)
@@ -554,6 +576,30 @@ def _quarantine_missing(
         f"{len(missing)} label(s) in {item.key} matched no candidate {what}; "
         + ("quarantined, waiting for their candidates: an ingest that writes them attaches them" if waiting
            else "quarantined with the reason")
+    )
+
+
+def _output_jsonl(key: Path) -> Path:
+    """The ``output.jsonl`` of the run folder of report run group ``key``."""
+    return (key if key.is_dir() else key.parent) / "output.jsonl"
+
+
+def _defer_undecided(item: LateLabels, folder: Path, out: Attachment) -> None:
+    """Quarantine every label of ``item`` as waiting: its report lies in ``folder``, an OpenHands/benchmarks
+    critic run with attempt files but no ``output.jsonl`` (:func:`submitted_attempts` is None), so which
+    attempt the harness evaluated is not known, and no attempt's patch is labelled in its place."""
+    for instance_id in item.labels:
+        reason = (f"{WAITING}: {item.run.describe()} is an OpenHands/benchmarks critic run "
+                  f"(output.critic_attempt_<n>.jsonl in {str(folder)!r}) {_UNDECIDED}, the file "
+                  f"that alone says which attempt at {instance_id!r} aggregate_results chose and the harness "
+                  "evaluated (the latest the critic accepts, else the last; the critic may be a model), so "
+                  "the label is attached to no attempt; the ingest of that output.jsonl attaches it")
+        out.quarantined.append(_quarantined(item, instance_id, reason))
+    examples = ", ".join(list(item.labels)[:3])
+    out.warnings.append(
+        f"{len(item.labels)} label(s) in {item.key} (e.g. {examples}) attached to no attempt: {folder} "
+        "holds OpenHands/benchmarks critic attempts but no output.jsonl, which alone says which attempt the "
+        "harness evaluated; quarantined, waiting: ingest output.jsonl to attach them"
     )
 
 

@@ -689,6 +689,54 @@ class TestOpenHandsBenchmarksFolder:
         assert ids[0] == ids[1]
 
 
+    @pytest.mark.parametrize("report_first", [True, False])
+    def test_a_report_beside_attempt_files_without_output_jsonl_labels_no_attempt_until_it_comes(
+        self, report_first, tmp_path
+    ):
+        # benchmarks/utils/iterative.py aggregate_results: output.jsonl alone says which attempt each instance
+        # submitted (the critic's latest success, else the last attempt; lines with an error left out), and
+        # the critic may be a model: with only the attempt files, no attempt is labelled (not attempt 1).
+        run = _v1_run(tmp_path, with_attempt=False)
+        shutil.rmtree(run / "logs")
+        parked = tmp_path / "parked"
+        parked.mkdir()
+        for name in ("output.jsonl", "output.swebench.jsonl"):
+            (run / name).rename(parked / name)
+        lake = Lake(tmp_path / "lake")
+        if report_first:  # the attempts in one ingest, the report in a later one
+            summary = (run / "output.report.json").read_bytes()
+            (run / "output.report.json").unlink()
+            ingest([run], lake)
+            (run / "output.report.json").write_bytes(summary)
+            report = ingest([run / "output.report.json"], lake)
+        else:
+            report = ingest([run], lake)
+        assert lake.read("candidates").height == 3 and lake.read("outcomes").height == 0
+        assert report.counts["outcomes"].quarantined == 2
+        quarantined = lake.read("quarantine").sort("locator").to_dicts()
+        assert [q["locator"] for q in quarantined] == [f"$['django__django-{i}']" for i in (11099, 11133)]
+        for row in quarantined:
+            assert "label waiting for its candidate" in row["error"]
+            assert "without its output.jsonl" in row["error"] and "attached to no attempt" in row["error"]
+        (warning,) = report.warnings
+        assert "2 label(s)" in warning and "no output.jsonl" in warning
+        # output.jsonl comes: the labels go to the attempts it holds, as one ingest of the whole folder gives
+        for name in ("output.jsonl", "output.swebench.jsonl"):
+            (parked / name).rename(run / name)
+        later = ingest([run / "metadata.json", run / "output.jsonl"], lake)  # the report is not read again
+        assert later.warnings == [] and later.total("quarantined") == 0
+        labelled = lake.read("candidates").join(lake.read("outcomes"), on="candidate_id", how="left")
+        assert sorted(
+            (r["task_id"], r["content"].count("+attempt"), r["name"], r["value"]) for r in labelled.to_dicts()
+        ) == [
+            ("swe-bench/django__django-11099", 1, "resolved", 1.0),
+            ("swe-bench/django__django-11133", 1, None, None),  # the attempt the critic rejected
+            ("swe-bench/django__django-11133", 2, "resolved", 0.0),
+        ]
+        whole = Lake(tmp_path / "whole")
+        ingest([run], whole)
+        assert sorted(lake.read("outcomes")["outcome_id"]) == sorted(whole.read("outcomes")["outcome_id"])
+
     @pytest.mark.parametrize(
         ("first", "with_attempt"),
         # a line written before EvalOutput had ``attempt`` tells it only through the attempt files beside it

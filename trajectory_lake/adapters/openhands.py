@@ -98,7 +98,9 @@ take the harness's labels (the harness evaluated those patches). Each attempt ``
 ``<n> - 1`` wherever its line is read (a run without a critic, ``attempt: 1``, is attempt 0), so the
 attempt files ingested before ``output.jsonl`` exists, with it or
 after it give the same trajectories; a report ingested later labels the attempt ``output.jsonl`` holds
-(read again from the run folder: ``submitted_attempts``); ``output.report.json``,
+(read again from the run folder: ``submitted_attempts``), and a report beside attempt files without
+``output.jsonl`` labels no attempt (only that file says which one the harness evaluated): its labels wait
+in the quarantine until ``output.jsonl`` is ingested; ``output.report.json``,
 the harness's run summary that ``eval_infer.py`` moved there; the harness's own ``logs/run_evaluation/``
 (it ran in the folder), whose reports label the run; ``swebenchpro/eval_infer.py``'s
 ``<stem>.swebenchpro_eval/eval_results.json`` (SWE-bench Pro's harness: the verdicts ``<stem>.report.json``
@@ -1138,15 +1140,25 @@ def _line_attempt(path: Path, instance_id: str, record: Mapping[str, Any]) -> in
     return attempt
 
 
-def submitted_attempts(run_dir: Path) -> dict[str, int]:
+def submitted_attempts(run_dir: Path) -> dict[str, int] | None:
     """``instance id -> rollout attempt`` of the lines of ``<run_dir>/output.jsonl``: the patches a harness
     evaluated (in an OpenHands/benchmarks run, the critic attempts ``aggregate_results`` chose), which a
-    report of the run labels; instances whose line is rollout attempt 0 (or unreadable) are left out."""
+    report of the run labels; instances whose line is rollout attempt 0 (or unreadable) are left out.
+
+    ``None`` where ``run_dir`` holds ``output.critic_attempt_<n>.jsonl`` files but no ``output.jsonl``:
+    which attempt was submitted is then not known. ``aggregate_results`` (benchmarks/utils/iterative.py)
+    chose it when the run ended, by running the critic again over every attempt (the latest one it accepts,
+    else the last; a line with an ``error`` left out), and a critic may be a model: nothing in the attempt
+    files records its verdict, so no attempt is taken for it."""
     path = run_dir / "output.jsonl"
     try:
         stat = path.stat()
     except OSError:
-        return {}
+        try:
+            critic_run = bool(_critic_attempt_names(run_dir, run_dir.stat().st_mtime_ns))
+        except OSError:
+            critic_run = False
+        return None if critic_run else {}
     return dict(_submitted_attempts(path, stat.st_size, stat.st_mtime_ns))
 
 
