@@ -195,7 +195,6 @@ class RerankEngine:
         if self.ready:
             return
         self._queue = asyncio.Queue()
-        self._waiting = 0
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harvest-model")
         self._tokenizers = ThreadPoolExecutor(
             max_workers=self.tokenizer_workers, thread_name_prefix="harvest-tokenize"
@@ -212,18 +211,16 @@ class RerankEngine:
             except asyncio.CancelledError:
                 pass
             self._worker = None
-        stopped = EngineNotReadyError("the rerank engine stopped")
-        for job in self._current:
-            if not job.future.done():
-                job.future.set_exception(stopped)
+        # Jobs the batcher holds (gathering or scoring) and jobs still queued; requests still being
+        # tokenized see the engine stopped and fail themselves (freeing their slot as they go).
+        held = list(self._current)
         self._current = []
-        if self._queue is not None:
-            while not self._queue.empty():
-                job = self._queue.get_nowait()
-                job.queued = False
-                if not job.future.done():
-                    job.future.set_exception(stopped)
-        self._waiting = 0
+        while self._queue is not None and not self._queue.empty():
+            held.append(self._queue.get_nowait())
+        for job in held:
+            self._dequeue(job)
+            if not job.future.done():
+                job.future.set_exception(EngineNotReadyError("the rerank engine stopped"))
         for pool in (self._executor, self._tokenizers):
             if pool is not None:
                 # Do not block the event loop on a model call still running in the thread.
@@ -370,7 +367,14 @@ class RerankEngine:
             if size < self.inline_prepare_chars:
                 prepared = backend.prepare(query)
             else:
-                prepared = await loop.run_in_executor(self._tokenizers, backend.prepare, query)
+                try:
+                    prepared = await loop.run_in_executor(self._tokenizers, backend.prepare, query)
+                except asyncio.CancelledError:
+                    task = asyncio.current_task()
+                    if task is not None and not task.cancelling() and not self.ready:
+                        # stop() dropped the tokenizer thread's pending work: say so, as for queued jobs
+                        raise EngineNotReadyError("the rerank engine stopped") from None
+                    raise
             if self.metrics is not None:
                 self.metrics.tokenize_duration.observe(time.perf_counter() - started)
             if self.max_request_tokens is not None and prepared.n_tokens > self.max_request_tokens:
@@ -441,7 +445,7 @@ class RerankEngine:
         first = await self._queue.get()
         while first.future.done():  # its caller left (and was counted then): drop it
             first = await self._queue.get()
-        jobs = [first]
+        jobs = self._current = [first]  # held here, stop() answers them while the batcher waits for more
         tokens = jobs[0].prepared.n_tokens
         deadline = loop.time() + self.max_wait
         while tokens < self.max_batch_tokens:

@@ -25,7 +25,7 @@ from reranker_service import (
     RerankEngine,
     ScoringFailedError,
 )
-from reranker_service.backends import Forwarded, Item
+from reranker_service.backends import Forwarded, Item, Prepared, ScoreInput
 from tests.reranker_service._helpers import WAIT_S, SlowBackend
 
 pytestmark = pytest.mark.anyio
@@ -78,6 +78,21 @@ class NanBackend(SlowBackend):
             [np.nan if "nan" in c else v for (_, c), v in zip((it.payload for it in items), out.values)]
         )
         return Forwarded(values=values, embeddings=out.embeddings)
+
+
+class SlowPrepareBackend(DummyBackend):
+    """A dummy backend whose ``prepare`` (the tokenizer thread's work) blocks until ``release`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__(name="slow-prepare")
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def prepare(self, query: ScoreInput) -> Prepared:
+        self.entered.set()
+        if not self.release.wait(timeout=WAIT_S):
+            raise TimeoutError("SlowPrepareBackend was never released")
+        return super().prepare(query)
 
 
 class TestScoring:
@@ -302,6 +317,37 @@ class TestLifecycle:
         finally:
             in_flight.cancel()
             waiting.cancel()
+
+    async def test_stop_answers_requests_still_being_tokenized_with_not_ready(self):
+        backend = SlowPrepareBackend()
+        engine = RerankEngine(backend, max_queue=4, inline_prepare_chars=0)  # every request to the thread
+        await engine.start()
+        try:
+            tokenizing = asyncio.create_task(engine.score("p", ["a"]))
+            await eventually(backend.entered.is_set)
+            behind = asyncio.create_task(engine.score("p", ["b"]))  # waits for the one tokenizer thread
+            await eventually(lambda: engine.queue_depth == 2)
+            threading.Timer(0.2, backend.release.set).start()
+            await engine.stop()
+
+            for task in (tokenizing, behind):  # not a bare cancellation, which reaches no client
+                with pytest.raises(EngineNotReadyError, match="stopped"):
+                    await asyncio.wait_for(task, WAIT_S)
+            assert engine.queue_depth == 0
+        finally:
+            backend.release.set()
+
+    async def test_stop_answers_a_request_the_batcher_holds_while_it_waits_for_more(self):
+        engine = RerankEngine(DummyBackend(), max_wait_ms=60_000)  # gathering waits for a fuller batch
+        await engine.start()
+        held = asyncio.create_task(engine.score("p", ["a"]))
+        await eventually(lambda: engine.queue_depth == 1)
+        await asyncio.sleep(0.05)  # the batcher has taken it and waits for company
+        await engine.stop()
+
+        with pytest.raises(EngineNotReadyError, match="stopped"):
+            await asyncio.wait_for(held, 2.0)
+        assert engine.queue_depth == 0
 
     async def test_engine_serves_again_when_restarted_after_stop(self):
         engine = RerankEngine(DummyBackend())
