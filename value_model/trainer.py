@@ -395,9 +395,22 @@ def fit(
         return plan_epoch(plan_keys, micro_batch_size=micro_size, micro_batches_per_step=micro_per_step,
                           seed=config.seed * 100_003 + epoch)
 
-    steps_per_epoch = len(plan(0))
+    if "pairwise" in weights and micro_size < 2:
+        raise ValueError(
+            f"the pairwise objective compares a task's candidates inside one micro-batch, but micro-batches "
+            f"hold {micro_size} example (batch_size {config.batch_size} / (world_size {runtime.world_size} x "
+            f"grad_accum_steps {config.grad_accum_steps})): raise batch_size or lower grad_accum_steps")
+    first = plan(0)
+    steps_per_epoch = len(first)
     if steps_per_epoch == 0:
         raise ValueError(f"{len(train)} training examples cannot fill one step of {micro_per_step} micro-batches")
+    if "pairwise" in weights and runtime.is_main:
+        met = sum(pair_count(labels[batch], groups[batch]) for step in first for batch in step)
+        tasks: dict[int, list[int]] = {}
+        for row, group in enumerate(groups.tolist()):
+            tasks.setdefault(group, []).append(row)
+        logger.info("pairwise: %d of the %d within-task pairs meet in a micro-batch (micro-batches of %d)",
+                    met, sum(pair_count(labels[rows], groups[rows]) for rows in tasks.values()), micro_size)
     total_steps = max(1, math.ceil(steps_per_epoch * config.epochs))
 
     model = _prepare(model, config, device)

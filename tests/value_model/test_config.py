@@ -72,6 +72,13 @@ class TestRecipes:
         assert (config.pooling, config.max_length, config.precision) == ("last", 32768, "bf16")
         assert config.lora_rank > 0 and config.gradient_checkpointing and config.include_context
 
+    def test_the_qwen3_recipe_on_its_8_gpus_has_micro_batches_where_pairs_meet(self):
+        # its pairwise term compares a task's candidates inside one micro-batch; with 1 sequence per
+        # micro-batch (batch 32 / (8 GPUs x 4 accumulation steps) before) it was 0; training refuses that now
+        config = load_config(REPO_ROOT / "configs" / "qwen3-4b.toml")
+        assert config.objective.pairwise > 0
+        assert config.batch_size // (8 * config.grad_accum_steps) >= 2
+
     def test_a_flag_overrides_the_recipes_backbone(self, monkeypatch):
         monkeypatch.delenv("HARVEST_MODELS", raising=False)
         config = load_config(REPO_ROOT / "configs" / "qwen3-4b.toml", backbone="/elsewhere/qwen")

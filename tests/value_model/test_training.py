@@ -61,6 +61,17 @@ class TestFit:
         result = fit(model, tokenizer, train, val, TrainConfig(max_length=32, epochs=1, batch_size=4))
         assert model.pooling == "last" and set(result.metrics) >= {"best_at_1", "auroc", "brier"}
 
+    def test_pairwise_with_micro_batches_of_one_example_is_refused_not_zero(self, tiny_encoder_dir):
+        # pairs only meet inside a micro-batch: with one example per micro-batch the term was always 0
+        model, tokenizer = ValueModel.from_backbone(str(tiny_encoder_dir))
+        config = TrainConfig(backbone=str(tiny_encoder_dir), max_length=32, epochs=1, batch_size=4,
+                             grad_accum_steps=4, objective="bce=1,pairwise=0.25")
+        with pytest.raises(ValueError, match=r"micro-batches hold 1 example .*grad_accum_steps 4"):
+            fit(model, tokenizer, _synthetic(4), _synthetic(4).clear(), config)
+        halved = dataclasses.replace(config, grad_accum_steps=2)
+        result = fit(model, tokenizer, _synthetic(4), _synthetic(4).clear(), halved)
+        assert len(result.step_losses) == 2
+
     def test_splits_sharing_a_task_are_refused(self, tiny_encoder_dir):
         data = _synthetic(2)
         model, tokenizer = ValueModel.from_backbone(str(tiny_encoder_dir))
