@@ -150,6 +150,28 @@ class TestDecoderSharesThePrefix:
                 atol=1e-5,
             )
 
+    @pytest.mark.parametrize(
+        "candidates",
+        [
+            ["x", "diff --git a/a.py b/a.py\n" + "+    a long line of code\n" * 120, "", "y = 1"],
+            ["same patch"] * 3,
+            ["abc", "abc def", "abc def ghi"],
+            ["the only candidate"],
+        ],
+        ids=["very-different-lengths", "identical", "each-a-prefix-of-the-next", "one"],
+    )
+    @pytest.mark.parametrize("prompt", [PROMPT, ""], ids=["task", "empty-task"])
+    async def test_padding_edge_cases_through_the_engine_equal_the_naive_path(
+        self, decoder_artefacts, candidates, prompt
+    ):
+        backend = ValueModelBackend.load(str(decoder_artefacts[1024]))
+        async with RerankEngine(backend, max_batch_tokens=300, max_batch_size=2) as engine:
+            result = await engine.score(prompt, candidates)
+
+        expected = naive(decoder_artefacts[1024], prompt, candidates)
+        np.testing.assert_allclose(result.values, expected.values, rtol=0, atol=1e-5)
+        assert result.truncated == expected.truncated
+
 
 class TestEncoderIsScoredWhole:
     def test_encoder_items_share_nothing_and_match_the_naive_path(self, encoder_artefact):
