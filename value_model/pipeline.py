@@ -193,6 +193,7 @@ def train_from_lake(
         artifacts={"validation.json": {"model": result.metrics, "combined": result.combined_metrics,
                                        "baselines": result.baselines},
                    "slice_manifest.json": json.loads(manifest.to_json())},
+        history={"train_loss": result.step_losses},
     )
     return TrainingReport(result=result, registered=registered, model_dir=model_dir, n_train=len(train),
                           n_val=len(val), lineage=lineage)

@@ -13,6 +13,8 @@ import logging
 import os
 import shutil
 import tempfile
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -87,6 +89,7 @@ def log_and_register(
     experiment: str = DEFAULT_EXPERIMENT,
     uri: str | None = None,
     artifacts: dict[str, Any] | None = None,
+    history: dict[str, Sequence[float]] | None = None,
 ) -> RegisteredModel:
     """Log one training run (params, metrics, lineage, the model) and register the model.
 
@@ -100,7 +103,11 @@ def log_and_register(
         experiment: MLflow experiment name.
         uri: tracking URI (default: :func:`tracking_uri`).
         artifacts: extra JSON documents to log, by file name.
+        history: metric name → one value per training step (e.g. ``train_loss``), logged as the
+            metric's history with step = 1, 2, ...
     """
+    from mlflow.entities import Metric
+
     from value_model.pyfunc import pip_requirements
 
     uri = tracking_uri(uri)
@@ -112,6 +119,11 @@ def log_and_register(
         mlflow.log_metrics({k: float(v) for k, v in metrics.items() if v == v})  # drop NaN
         mlflow.set_tags({f"harvest.{k}": json.dumps(v) if not isinstance(v, str) else v for k, v in lineage.items()})
         mlflow.log_dict(lineage, "lineage.json")
+        now = int(time.time() * 1000)
+        points = [Metric(key=key, value=float(v), timestamp=now, step=step)
+                  for key, values in (history or {}).items() for step, v in enumerate(values, 1) if v == v]
+        for start in range(0, len(points), 1000):  # MLflow takes at most 1000 metrics per batch
+            client.log_batch(run.info.run_id, metrics=points[start : start + 1000])
         for name, document in (artifacts or {}).items():
             mlflow.log_dict(document, name)
         info = mlflow.pyfunc.log_model(

@@ -121,6 +121,11 @@ class TestRegistry:
         run = mlflow.get_run(report.registered.run_id)
         assert run.data.params["max_length"] == "48"
         assert "val_best_at_1" in run.data.metrics and "baseline_majority_vote_best_at_1" in run.data.metrics
+        # the training curve too: every optimizer step's loss (it never reached MLflow before)
+        curve = mlflow.MlflowClient().get_metric_history(report.registered.run_id, "train_loss")
+        curve = sorted(curve, key=lambda m: m.step)
+        assert [m.step for m in curve] == list(range(1, len(report.result.step_losses) + 1))
+        assert [m.value for m in curve] == pytest.approx(report.result.step_losses)
         # the pyfunc flavour scores too
         pyfunc = mlflow.pyfunc.load_model("models:/lite-value@champion")
         rows = load_examples(lite_lake).frame.filter(pl.col("task_id") == pl.col("task_id").first())
