@@ -147,7 +147,10 @@ class RerankService:
         self.metrics = metrics or ServiceMetrics()
         self.loader = loader or (
             lambda ref: ValueModelBackend.load(
-                ref, tracking_uri=settings.tracking_uri, device=settings.device
+                ref,
+                tracking_uri=settings.tracking_uri,
+                device=settings.device,
+                cpu_linear=settings.cpu_linear,
             )
         )
         self.engine = RerankEngine(
@@ -486,22 +489,44 @@ class RerankService:
                 changed=True,
             )
 
-    async def _poll(self) -> None:
-        """Reload whenever the configured alias points at another version."""
-        from reranker_service.registry import alias_version
+    _MAX_SKIPPED_POLLS = 63  # a version that keeps failing to load is tried again at least this often
 
+    async def _poll(self) -> None:
+        """Reload whenever the configured alias points at another version.
+
+        A version that fails to load is tried again after 1, 3, 7, ... (at most 63) skipped polls, not at
+        every poll: each try loads a second copy of the model beside the one serving.
+        """
+        from reranker_service import registry
+
+        failing: str | None = None  # the version that failed to load last
+        failures = skipped = 0
         while True:
             await asyncio.sleep(self.settings.reload_poll_s)
             try:
                 version = await asyncio.to_thread(
-                    alias_version, self.settings.model, self.settings.tracking_uri
+                    registry.alias_version, self.settings.model, self.settings.tracking_uri
                 )
             except Exception:
                 logger.warning("polling %s failed; will retry", self.settings.model, exc_info=True)
                 continue
-            if version is not None and version != self.backend.info.version:
-                logger.info("%s now points at version %s; reloading", self.settings.model, version)
-                try:
-                    await self.reload()
-                except ReloadFailedError:
-                    continue
+            if version is None or version == self.backend.info.version:
+                continue
+            if version == failing and skipped < min(2**failures - 1, self._MAX_SKIPPED_POLLS):
+                skipped += 1
+                continue
+            logger.info("%s now points at version %s; reloading", self.settings.model, version)
+            try:
+                await self.reload()
+            except ReloadFailedError:
+                failures = failures + 1 if version == failing else 1
+                failing, skipped = version, 0
+                logger.warning(
+                    "version %s of %s failed to load %d time(s) in a row; %s keeps serving",
+                    version,
+                    self.settings.model,
+                    failures,
+                    self.backend.info.label,
+                )
+                continue
+            failing, failures = None, 0

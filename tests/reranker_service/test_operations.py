@@ -9,6 +9,7 @@ limit (413).
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -16,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from reranker_service import DummyBackend, Settings, create_app
+from reranker_service.service import RerankService
 from tests.reranker_service._helpers import WAIT_S, rerank_body
 
 pytestmark = pytest.mark.slow  # starts a server
@@ -198,6 +200,49 @@ class TestReload:
         assert "/srv/secret" not in response.text and "dummy/0 keeps serving" in response.text
         assert "/srv/secret/weights missing" in caplog.text
         assert after.status_code == 200 and after.json()["model"] == "dummy/0"
+
+
+class TestAliasPolling:
+    def test_a_version_that_fails_to_load_is_retried_less_and_less_often(self, monkeypatch):
+        # The alias names a version whose artefact is broken: loading it again at every poll would load a
+        # second model copy every reload_poll_s, for ever, beside the one serving.
+        polls: list[str] = []
+        loads: list[str] = []
+        pointed = {"version": "2"}
+
+        def alias_version(reference: str, tracking_uri: str | None = None) -> str:
+            polls.append(reference)
+            return pointed["version"]
+
+        def loader(reference: str) -> DummyBackend:
+            loads.append(pointed["version"])
+            if pointed["version"] == "2":
+                raise OSError("head.pt is truncated")
+            return DummyBackend("value", version=pointed["version"])
+
+        monkeypatch.setattr("reranker_service.registry.alias_version", alias_version)
+        settings = Settings(model="models:/value@champion", reload_poll_s=0.001)
+
+        async def run() -> str | None:
+            async with RerankService(settings, DummyBackend("value", version="1"), loader=loader) as service:
+                await _until(lambda: len(polls) >= 200)
+                assert service.backend.info.version == "1"  # the broken version never replaced it
+                pointed["version"] = "3"  # the alias moves on: tried at the next poll
+                seen = len(polls)
+                await _until(lambda: service.backend.info.version == "3")
+                assert len(polls) <= seen + 2
+                return service.backend.info.version
+
+        assert asyncio.run(run()) == "3"
+        assert loads.count("2") <= 9, f"{loads.count('2')} loads of the broken version in {len(polls)} polls"
+        assert loads.count("3") == 1
+
+
+async def _until(predicate, timeout: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        await asyncio.sleep(0.001)
 
 
 class TestDisconnect:
