@@ -111,6 +111,16 @@ class _Job:
     queued: bool = True
 
 
+def _text_size(query: ScoreInput, limit: int) -> int:
+    """Characters ``query`` makes the tokenizer read (its trajectory's included), counted up to ``limit``."""
+    size = len(query.prompt) + sum(map(len, query.candidates)) + (1000 if query.context else 0)
+    for step in query.context:
+        if size >= limit:
+            break
+        size += sum(len(v) if isinstance(v, str) else len(str(v)) for v in step.values() if v)
+    return size
+
+
 class RerankEngine:
     """Scores candidate sets through a backend with dynamic batching behind a bounded queue.
 
@@ -363,8 +373,7 @@ class RerankEngine:
         loop = asyncio.get_running_loop()
         try:
             started = time.perf_counter()
-            size = len(query.prompt) + sum(map(len, query.candidates)) + (1000 if query.context else 0)
-            if size < self.inline_prepare_chars:
+            if _text_size(query, self.inline_prepare_chars) < self.inline_prepare_chars:
                 prepared = backend.prepare(query)
             else:
                 try:

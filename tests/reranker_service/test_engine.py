@@ -435,6 +435,34 @@ class TestScoreCache:
         assert backend.calls == 2
 
 
+class ThreadRecordingBackend(DummyBackend):
+    """Records the thread each ``prepare`` ran on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[str] = []
+
+    def prepare(self, query: ScoreInput) -> Prepared:
+        self.threads.append(threading.current_thread().name)
+        return super().prepare(query)
+
+
+class TestTokenizeOffTheLoop:
+    async def test_a_small_request_is_tokenized_on_the_loop(self):
+        backend = ThreadRecordingBackend()
+        async with RerankEngine(backend) as engine:
+            await engine.score("fix it", ["diff a"])
+        assert backend.threads == [threading.current_thread().name]
+
+    async def test_a_long_trajectory_is_tokenized_in_a_thread_however_short_the_rest(self):
+        # Tokenizing a trajectory of megabytes on the event loop would stall every other request.
+        backend = ThreadRecordingBackend()
+        context = [{"role": "tool", "content": "x" * 50_000}, {"role": "assistant", "content": "y" * 50_000}]
+        async with RerankEngine(backend) as engine:
+            await engine.score("fix it", ["diff a"], context=context)
+        assert backend.threads[0].startswith("harvest-tokenize")
+
+
 class TestLimits:
     async def test_a_request_over_max_request_tokens_is_refused_and_frees_its_slot(self):
         async with RerankEngine(DummyBackend(), max_request_tokens=10) as engine:
