@@ -390,6 +390,12 @@ def fit(
     if micro_size < 1:
         raise ValueError(f"batch_size {config.batch_size} is smaller than world_size x grad_accum_steps "
                          f"= {micro_per_step}")
+    if config.batch_size % micro_per_step:
+        # else each step would silently train micro_size x micro_per_step examples, not batch_size
+        lower, higher = micro_size * micro_per_step, (micro_size + 1) * micro_per_step
+        raise ValueError(f"batch_size {config.batch_size} (the global batch) is not a multiple of world_size "
+                         f"{runtime.world_size} x grad_accum_steps {config.grad_accum_steps}: "
+                         f"use {lower} or {higher}")
 
     def plan(epoch: int) -> list[list[list[int]]]:
         return plan_epoch(plan_keys, micro_batch_size=micro_size, micro_batches_per_step=micro_per_step,

@@ -72,6 +72,14 @@ class TestFit:
         result = fit(model, tokenizer, _synthetic(4), _synthetic(4).clear(), halved)
         assert len(result.step_losses) == 2
 
+    def test_a_global_batch_that_the_micro_batches_cannot_make_is_refused(self, tiny_encoder_dir):
+        # 9 over 2 micro-batches of 4 used to train 8 per step, unlike one process at batch_size 9
+        model, tokenizer = ValueModel.from_backbone(str(tiny_encoder_dir))
+        config = TrainConfig(backbone=str(tiny_encoder_dir), max_length=32, epochs=1, batch_size=9,
+                             grad_accum_steps=2)
+        with pytest.raises(ValueError, match=r"batch_size 9 .* not a multiple .* use 8 or 10"):
+            fit(model, tokenizer, _synthetic(8), _synthetic(8).clear(), config)
+
     def test_splits_sharing_a_task_are_refused(self, tiny_encoder_dir):
         data = _synthetic(2)
         model, tokenizer = ValueModel.from_backbone(str(tiny_encoder_dir))
