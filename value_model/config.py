@@ -120,9 +120,9 @@ class TrainConfig:
     include_reasoning: bool = _opt(False, "Include the steps' reasoning (thoughts) in the serialized context.")
     drop_empty: bool = _opt(True, "Drop empty candidates (an empty patch is not a candidate worth ranking).")
     epochs: float = _opt(2.0, "Passes over the training split (fractions allowed).")
-    batch_size: int = _opt(16, "Examples per optimizer step, over all ranks and accumulation steps: a multiple "
-                           "of world_size x grad_accum_steps (a task's candidates stay in one micro-batch when "
-                           "the pairwise objective is on).")
+    batch_size: int = _opt(16, "Examples per optimizer step, over all ranks and accumulation steps: a "
+                           "multiple of world_size x grad_accum_steps (a task's candidates stay in one "
+                           "micro-batch when the pairwise objective is on).")
     grad_accum_steps: int = _opt(1, "Micro-batches accumulated per optimizer step on each rank.")
     learning_rate: float = _opt(3e-5, "Peak learning rate of the backbone (of the LoRA adapters with lora_rank > 0).")
     head_learning_rate: float = _opt(1e-3, "Learning rate of the scalar head.")
