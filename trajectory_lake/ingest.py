@@ -392,9 +392,11 @@ def _pack(bundles: list[Bundle], stamp: Mapping[str, Any]) -> tuple[_Batch, list
         spans.append({})
         for table, table_rows in bundle.rows.items():
             start = len(rows[table])
-            rows[table].extend({**row, **stamp} for row in table_rows)
+            rows[table].extend(table_rows)
             spans[-1][table] = (start, len(rows[table]))
-    return _Batch({table: conform(table, table_rows) for table, table_rows in rows.items()}), spans
+    # the provenance goes in as one column per table, not into every row's dict
+    tables = {table: conform(table, table_rows, constants=stamp) for table, table_rows in rows.items()}
+    return _Batch(tables), spans
 
 
 def _read_failure(source: SourceFile, adapter: Adapter, exc: Exception, *, kept: int) -> Quarantined:
@@ -950,7 +952,7 @@ class _Writer:
             try:
                 rows = pa.concat_tables([
                     _taken(batch.tables[table], rows) if batch is not None
-                    else conform(table, [{**row, **self.stamp} for row in rows])
+                    else conform(table, rows, constants=self.stamp)
                     for batch, rows, _, _ in runs
                 ])
             except SchemaMismatchError:

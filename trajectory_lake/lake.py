@@ -629,8 +629,16 @@ def _stats_json(values: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def conform(table: str, rows: pa.Table | Iterable[Mapping[str, Any]]) -> pa.Table:
+def conform(
+    table: str, rows: pa.Table | Iterable[Mapping[str, Any]], *, constants: Mapping[str, Any] | None = None
+) -> pa.Table:
     """Cast rows (an Arrow table or dicts) to ``table``'s exact schema.
+
+    Args:
+        table: the lake table whose schema the rows must fit.
+        rows: an Arrow table, or dicts keyed by column.
+        constants: columns that hold one value in every row (an ingest's provenance), replacing the rows'
+            own: the same table as with the values in every row, without a dict per row to merge them in.
 
     Raises:
         SchemaMismatchError: a column is missing, unknown, or of a type that does not cast.
@@ -638,7 +646,14 @@ def conform(table: str, rows: pa.Table | Iterable[Mapping[str, Any]]) -> pa.Tabl
     schema = schema_of(table)
     try:
         if not isinstance(rows, pa.Table):
-            rows = pa.Table.from_pylist(list(rows), schema=schema)
+            fields = schema if not constants else pa.schema([f for f in schema if f.name not in constants])
+            rows = pa.Table.from_pylist(list(rows), schema=fields)
+        for name, value in (constants or {}).items():
+            column = pa.repeat(pa.scalar(value, schema.field(name).type), rows.num_rows)
+            if name in rows.column_names:
+                rows = rows.set_column(rows.column_names.index(name), name, column)
+            else:
+                rows = rows.append_column(name, column)
         unknown = set(rows.column_names) - set(schema.names)
         missing = set(schema.names) - set(rows.column_names)
         if unknown or missing:
