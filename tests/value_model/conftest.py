@@ -30,3 +30,28 @@ def action_examples(agent_lake):
     from value_model.data import load_action_examples
 
     return load_action_examples(agent_lake, trajectory_kind="answer", label="resolved")
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen_style_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-layer random Qwen3 with a Qwen-style tokenizer built here (no hub): byte-level BPE, no special
+    tokens added to an encoding, and the padding token is the end-of-text token (``pad == eos``)."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import AutoModel, PreTrainedTokenizerFast, Qwen3Config
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    bpe.train_from_iterator(["fix the crash in the parser: diff --git a/p.py b/p.py raise return None"] * 4, trainer)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    config = Qwen3Config(vocab_size=bpe.get_vocab_size(), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=1024,
+                         architectures=["Qwen3ForCausalLM"])
+    directory = tmp_path_factory.mktemp("tiny-qwen-style")
+    torch.manual_seed(0)
+    AutoModel.from_config(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory

@@ -85,6 +85,31 @@ class TestPaddingSide:
         assert scores["left"] == pytest.approx(scores["right"], abs=1e-5)
 
 
+class TestPadIsEos:
+    """Qwen tokenizers pad with their end-of-text token: the pooled token must come from the attention mask,
+    never from ``input_ids != pad_token_id`` (transformers #35352: such a rule scores the wrong token)."""
+
+    @pytest.mark.parametrize("side", ["right", "left"])
+    def test_the_last_real_token_is_pooled_even_when_it_is_the_padding_token(self, tiny_qwen_style_dir, side):
+        model, tokenizer = ValueModel.from_backbone(str(tiny_qwen_style_dir))
+        model.eval()
+        tokenizer.padding_side = side
+        assert tokenizer.pad_token_id == tokenizer.eos_token_id and model.pooling == "last"
+        # the first candidate ends with a real end-of-text token, the same id as the padding
+        prompts, candidates = [PROMPTS[0], "x"], [CANDIDATES[0] + "<|endoftext|>", "return None " * 16]
+        batch = encode_pairs(tokenizer, prompts, candidates, max_length=64).inputs
+        assert batch["input_ids"].shape[1] > int(batch["attention_mask"][0].sum())  # the first one is padded
+        with torch.no_grad():
+            together = model(**batch)
+            alone = torch.stack([model(**encode_pairs(tokenizer, [p], [c], max_length=64).inputs)[0]
+                                 for p, c in zip(prompts, candidates, strict=True)])
+            ids = encode_pairs(tokenizer, prompts[:1], candidates[:1], max_length=64).inputs["input_ids"]
+            hidden = model.backbone(input_ids=ids).last_hidden_state
+        assert ids[0, -1] == tokenizer.eos_token_id
+        assert torch.allclose(together, alone, atol=1e-5)
+        assert torch.allclose(alone[0], model.head(hidden[0, -1]).squeeze(-1), atol=1e-5)
+
+
 class TestLora:
     def test_lora_trains_adapters_and_the_head_only(self, tiny_decoder_dir):
         model, _ = ValueModel.from_backbone(str(tiny_decoder_dir))
