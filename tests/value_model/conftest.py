@@ -43,13 +43,15 @@ def tiny_qwen_style_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    bpe.train_from_iterator(["fix the crash in the parser: diff --git a/p.py b/p.py raise return None"] * 4, trainer)
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
-    config = Qwen3Config(vocab_size=bpe.get_vocab_size(), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=1024,
-                         architectures=["Qwen3ForCausalLM"])
+    bpe.train_from_iterator(["fix the crash in the parser: diff --git a/p.py b/p.py raise return None"] * 4,
+                            trainer)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=specials[0], pad_token=specials[0])
+    config = Qwen3Config(vocab_size=bpe.get_vocab_size(), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                         max_position_embeddings=1024, architectures=["Qwen3ForCausalLM"])
     directory = tmp_path_factory.mktemp("tiny-qwen-style")
     torch.manual_seed(0)
     AutoModel.from_config(config).save_pretrained(directory)
