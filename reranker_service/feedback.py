@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
     from trajectory_lake import Lake
 
 __all__ = ["FeedbackRecorder", "ServedLog", "ServedRequest"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,7 +85,9 @@ class ServedLog:
         max_requests: requests kept.
         max_bytes: candidate and prompt text kept in memory, in total.
         path: a SQLite file that also keeps the last ``max_requests`` requests, so that they resolve
-            after a restart (``None``: memory only). Several instances may share one file.
+            after a restart (``None``: memory only). Several instances may share one file. Requests are
+            written to it by a thread of the log's own, so :meth:`add` never waits for the file (for
+            another instance's write, a checkpoint, a trim); :meth:`close` writes what is pending.
     """
 
     _TRIM_EVERY = 256  # adds between deletions of the store's oldest rows
@@ -94,9 +100,13 @@ class ServedLog:
         self.path = Path(path) if path is not None else None
         self._items: OrderedDict[str, ServedRequest] = OrderedDict()
         self._bytes = 0
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the memory side; never held while the file is used
+        self._db_lock = threading.Lock()  # the connection
         self._db: sqlite3.Connection | None = None
         self._added = 0
+        self._pending: deque[ServedRequest] = deque(maxlen=max_requests)  # not yet in the file
+        self._writing = False
+        self._writer: ThreadPoolExecutor | None = None
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10)
@@ -107,10 +117,15 @@ class ServedLog:
                 "CREATE TABLE IF NOT EXISTS served (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
                 "request_id TEXT NOT NULL UNIQUE, served_at TEXT NOT NULL, record TEXT NOT NULL)"
             )
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harvest-served-store")
 
     def close(self) -> None:
-        """Close the store (the log keeps answering from memory)."""
+        """Write the pending requests and close the store (the log keeps answering from memory)."""
         with self._lock:
+            writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.shutdown(wait=True)
+        with self._db_lock:
             if self._db is not None:
                 self._db.close()
                 self._db = None
@@ -129,16 +144,47 @@ class ServedLog:
             while self._items and (len(self._items) > self.max_requests or self._bytes > self.max_bytes):
                 _, dropped = self._items.popitem(last=False)
                 self._bytes -= dropped.size
-            if self._db is not None:
-                self._db.execute(
-                    "INSERT OR REPLACE INTO served (request_id, served_at, record) VALUES (?, ?, ?)",
-                    (served.request_id, served.served_at.isoformat(), served.to_json()),
-                )
-                self._added += 1
-                if self._added % self._TRIM_EVERY == 0:
-                    self._db.execute(
-                        "DELETE FROM served WHERE seq <= (SELECT MAX(seq) FROM served) - ?",
-                        (self.max_requests,),
+            if self._writer is not None:
+                self._pending.append(served)
+                if not self._writing:
+                    self._writing = True
+                    self._writer.submit(self._flush)
+
+    def _flush(self) -> None:
+        """Write the pending requests to the store, one transaction per round (the writer thread)."""
+        while True:
+            with self._lock:
+                batch = list(self._pending)
+                self._pending.clear()
+                if not batch:
+                    self._writing = False
+                    return
+            with self._db_lock:
+                if self._db is None:
+                    continue
+                try:
+                    self._db.execute("BEGIN IMMEDIATE")
+                    self._db.executemany(
+                        "INSERT OR REPLACE INTO served (request_id, served_at, record) VALUES (?, ?, ?)",
+                        [(s.request_id, s.served_at.isoformat(), s.to_json()) for s in batch],
+                    )
+                    self._added += len(batch)
+                    if self._added >= self._TRIM_EVERY:
+                        self._added = 0
+                        self._db.execute(
+                            "DELETE FROM served WHERE seq <= (SELECT MAX(seq) FROM served) - ?",
+                            (self.max_requests,),
+                        )
+                    self._db.execute("COMMIT")
+                except sqlite3.Error:
+                    if self._db.in_transaction:
+                        self._db.execute("ROLLBACK")
+                    logger.warning(
+                        "could not keep %d served request(s) in %s; feedback on them resolves until a "
+                        "restart",
+                        len(batch),
+                        self.path,
+                        exc_info=True,
                     )
 
     def get(self, request_id: str) -> ServedRequest:
@@ -148,14 +194,18 @@ class ServedLog:
             RequestNotFoundError: never served here, or forgotten (older than the window).
         """
         with self._lock:
-            found = self._items.get(request_id)
-            if found is None and self._db is not None:
-                row = self._db.execute(
-                    "SELECT record FROM served WHERE request_id = ? AND seq > "
-                    "(SELECT MAX(seq) FROM served) - ?",
-                    (request_id, self.max_requests),
-                ).fetchone()
-                found = ServedRequest.from_json(row[0]) if row is not None else None
+            found = self._items.get(request_id) or next(
+                (p for p in self._pending if p.request_id == request_id), None
+            )
+        if found is None:
+            with self._db_lock:
+                if self._db is not None:
+                    row = self._db.execute(
+                        "SELECT record FROM served WHERE request_id = ? AND seq > "
+                        "(SELECT MAX(seq) FROM served) - ?",
+                        (request_id, self.max_requests),
+                    ).fetchone()
+                    found = ServedRequest.from_json(row[0]) if row is not None else None
         if found is None:
             where = (
                 f"kept in {self.path} across restarts"
@@ -199,7 +249,7 @@ class FeedbackRecorder:
             RequestNotFoundError: the request is not remembered.
             ValueError: an index is out of range, or neither a choice nor an outcome is given.
         """
-        served = self.log.get(request_id)
+        served = await asyncio.to_thread(self.log.get, request_id)  # may read the store
         n = len(served.candidates)
         for name, index in (("chosen_index", chosen), ("outcome.index", outcome_index)):  # the API's names
             if index is not None and not 0 <= index < n:

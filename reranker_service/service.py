@@ -210,7 +210,7 @@ class RerankService:
                 task.cancel()
         self._poller = None
         await self.engine.stop()
-        self.served.close()
+        await asyncio.to_thread(self.served.close)  # writes what is still pending to the store
 
     async def __aenter__(self) -> RerankService:
         await self.start()

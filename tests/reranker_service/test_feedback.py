@@ -9,6 +9,9 @@ feedback sent after a restart still resolves.
 
 from __future__ import annotations
 
+import sqlite3
+import time
+
 import pytest
 
 from reranker_service import DummyBackend, Settings, create_app
@@ -188,3 +191,27 @@ class TestFeedbackAfterARestart:
             response = http.post("/v1/feedback", json={"request_id": request_id, "chosen_index": 0})
         assert response.status_code == 404
         assert "a restart forgets them" in response.json()["error"]["message"]
+
+
+class TestAStoreSharedWithAnotherInstance:
+    def test_a_rerank_is_answered_at_once_while_another_instance_writes_to_the_store(self, lake, tmp_path):
+        # Instances may share one store; one writing must not stall another's event loop (every request
+        # it serves) for sqlite's busy timeout and then fail an already scored request with 500.
+        settings = Settings(lake=lake.uri, feedback_store=str(tmp_path / "served.sqlite"))
+        with serve(create_app(settings, backend=DummyBackend())) as live, live.client() as http:
+            other = sqlite3.connect(tmp_path / "served.sqlite", isolation_level=None)
+            other.execute("BEGIN IMMEDIATE")  # the other instance holds the write lock
+            try:
+                started = time.monotonic()
+                request_id = served_id(http)
+                elapsed = time.monotonic() - started
+                chosen = http.post("/v1/feedback", json={"request_id": request_id, "chosen_index": 0})
+            finally:
+                other.execute("ROLLBACK")
+                other.close()
+        assert elapsed < 2.0
+        assert chosen.status_code == 200, chosen.text
+        with serve(create_app(settings, backend=DummyBackend())) as after, after.client() as http:
+            # stored once the lock was released, so it still resolves after a restart
+            again = http.post("/v1/feedback", json={"request_id": request_id, "chosen_index": 1})
+        assert again.status_code == 200, again.text
