@@ -1,7 +1,10 @@
 """The MLflow ``pyfunc`` wrapper, so a registered Harvest model also loads with ``mlflow.pyfunc.load_model``.
 
-``predict`` takes ``prompt``/``candidate`` pairs (or a frame with those columns) and returns calibrated scores;
-rows with the same prompt are scored together, as one task's candidates.
+``predict`` takes ``prompt``/``candidate`` rows (or a frame with those columns), each with an optional
+``context``: the trajectory before the candidate as a JSON array of steps, as
+:meth:`~value_model.inference.Scorer.score` takes them (``role``, ``content``, ``tool_calls``,
+``reasoning``, ``is_error``). It returns calibrated scores; rows with the same prompt and context are
+scored together, as one task's candidates.
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ __all__ = ["HarvestValueModel", "ScoringPair", "pip_requirements"]
 
 
 class ScoringPair(pydantic.BaseModel):
-    """One input row: the task prompt and one candidate (the type hint MLflow derives the signature from)."""
+    """One input row: the task prompt, one candidate and optionally the trajectory before it (a JSON
+    array of steps) — the type hint MLflow derives the signature from."""
 
     prompt: str
     candidate: str
+    context: str | None = None
 
 
 def pip_requirements() -> list[str]:
@@ -42,25 +47,32 @@ class HarvestValueModel(mlflow.pyfunc.PythonModel):
         self.scorer = Scorer.from_directory(context.artifacts["value_model"])
 
     def predict(self, model_input: list[ScoringPair], params: dict[str, Any] | None = None) -> list[float]:
-        """Calibrated scores of (prompt, candidate) pairs; a pandas frame with those columns works too.
+        """Calibrated scores of (prompt, candidate[, context]) rows (a pandas frame with those columns works).
 
-        Rows that share a prompt are one task's candidate set and are scored together, as the reranker
-        scores a request (a model with a joint scorer weighs each candidate against the others), so the
-        scores equal ``Scorer.score(prompt, candidates)``.
+        Rows that share a prompt and a context are one task's candidate set and are scored together, as
+        the reranker scores a request (a model with a joint scorer weighs each candidate against the
+        others), so the scores equal ``Scorer.score(prompt, candidates, context=steps)``. A model
+        trained with trajectory context scores a row without one on the task and candidate alone.
         """
+        import json
+
         import numpy as np
 
         from value_model.inference import predict_values
 
+        options = self.scorer.info.get("serialize", {})
+        contexts = [json.loads(p.context) if p.context else None for p in model_input]
         values, _ = predict_values(
             self.scorer.model, self.scorer.tokenizer, [p.prompt for p in model_input],
             [p.candidate for p in model_input], max_length=self.scorer.max_length,
+            contexts=contexts if any(contexts) else None, context_steps=int(options.get("context_steps", 8)),
+            include_reasoning=bool(options.get("include_reasoning", False)),
         )
-        tasks: dict[str, list[int]] = {}
+        tasks: dict[tuple[str, str], list[int]] = {}
         for index, pair in enumerate(model_input):
-            tasks.setdefault(pair.prompt, []).append(index)
+            tasks.setdefault((pair.prompt, pair.context or ""), []).append(index)
         scores = np.zeros(len(model_input))
-        for prompt, rows in tasks.items():
+        for (prompt, _), rows in tasks.items():
             _, scores[rows] = self.scorer.combine([model_input[i].candidate for i in rows], values[rows],
                                                   prompt=prompt)
         return scores.tolist()

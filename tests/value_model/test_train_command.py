@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
+import mlflow
 import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -46,6 +48,15 @@ def test_harvest_train_on_actions_registers_a_model_that_scores_with_trajectory_
     scored = scorer.score("help the customer", ["<tool_call>get_user_details {}</tool_call>", "Goodbye."],
                           context=steps[:5])
     assert np.all(np.isfinite(scored.values)) and len(scored.truncated) == 2
+    # the MLflow pyfunc flavour scores with the same context (a JSON array of steps), or without one
+    pyfunc = mlflow.pyfunc.load_model("models:/agent-actions@champion")
+    candidates = ["<tool_call>get_user_details {}</tool_call>", "Goodbye."]
+    rows = pd.DataFrame({"prompt": ["help the customer"] * 4, "candidate": candidates * 2,
+                         "context": [json.dumps(steps[:5], default=str)] * 2 + [None] * 2})
+    scores = pyfunc.predict(rows)
+    plain = scorer.score("help the customer", candidates).scores
+    assert scores == pytest.approx([*scored.scores, *plain], abs=1e-6)
+    assert scored.scores != pytest.approx(plain, abs=1e-6)  # the context matters to this model
 
 
 def test_an_action_slice_is_refused_with_a_pointer_to_trajectory_slices(agent_lake, harvest_home, tmp_path):
