@@ -174,6 +174,8 @@ class RerankService:
         self._index = _IndexState()
         self._reload_lock = asyncio.Lock()
         self._poller: asyncio.Task[None] | None = None
+        #: a reference the admin reloaded instead of the configured one; alias polling waits meanwhile
+        self._pinned: str | None = None
 
     def _feedback_store(self) -> Path | None:
         """Where served requests are kept for feedback across restarts (``None``: memory only)."""
@@ -458,36 +460,43 @@ class RerankService:
     async def reload(self, model: str | None = None) -> Reloaded:
         """Load ``model`` (default: the configured reference, resolved again) and serve it.
 
+        Alias polling leaves a model reloaded by another reference (a rollback to ``models:/NAME/4``)
+        alone until a reload of the configured reference.
+
         Raises:
             ReloadFailedError: the model could not be loaded; the previous one keeps serving.
         """
-        reference = model or self.settings.model
         async with self._reload_lock:
-            previous = self.backend
-            try:
-                backend = await asyncio.to_thread(self.loader, reference)
-            except Exception:
-                logger.exception("reloading %s failed", reference)
-                raise ReloadFailedError(
-                    f"could not load {reference!r} (see the server log); {previous.info.label} keeps serving"
-                ) from None
-            if backend.info.cache_revision == previous.info.cache_revision:
-                backend.close()
-                return Reloaded(
-                    previous=previous.info.label,
-                    model=previous.info.label,
-                    revision=previous.info.cache_revision,
-                    changed=False,
-                )
-            self.engine.swap(backend)
-            if self.settings.neighbors:
-                self._build_index()
+            return await self._load_and_swap(model or self.settings.model)
+
+    async def _load_and_swap(self, reference: str) -> Reloaded:
+        """:meth:`reload`'s work, under the reload lock."""
+        previous = self.backend
+        try:
+            backend = await asyncio.to_thread(self.loader, reference)
+        except Exception:
+            logger.exception("reloading %s failed", reference)
+            raise ReloadFailedError(
+                f"could not load {reference!r} (see the server log); {previous.info.label} keeps serving"
+            ) from None
+        self._pinned = None if reference == self.settings.model else reference
+        if backend.info.cache_revision == previous.info.cache_revision:
+            backend.close()
             return Reloaded(
                 previous=previous.info.label,
-                model=backend.info.label,
-                revision=backend.info.cache_revision,
-                changed=True,
+                model=previous.info.label,
+                revision=previous.info.cache_revision,
+                changed=False,
             )
+        self.engine.swap(backend)
+        if self.settings.neighbors:
+            self._build_index()
+        return Reloaded(
+            previous=previous.info.label,
+            model=backend.info.label,
+            revision=backend.info.cache_revision,
+            changed=True,
+        )
 
     _MAX_SKIPPED_POLLS = 63  # a version that keeps failing to load is tried again at least this often
 
@@ -510,14 +519,17 @@ class RerankService:
             except Exception:
                 logger.warning("polling %s failed; will retry", self.settings.model, exc_info=True)
                 continue
-            if version is None or version == self.backend.info.version:
+            if version is None or version == self.backend.info.version or self._pinned is not None:
                 continue
             if version == failing and skipped < min(2**failures - 1, self._MAX_SKIPPED_POLLS):
                 skipped += 1
                 continue
-            logger.info("%s now points at version %s; reloading", self.settings.model, version)
             try:
-                await self.reload()
+                async with self._reload_lock:
+                    if self._pinned is not None:  # the admin reloaded another model while this polled
+                        continue
+                    logger.info("%s now points at version %s; reloading", self.settings.model, version)
+                    await self._load_and_swap(self.settings.model)
             except ReloadFailedError:
                 failures = failures + 1 if version == failing else 1
                 failing, skipped = version, 0

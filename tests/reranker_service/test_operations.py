@@ -237,6 +237,34 @@ class TestAliasPolling:
         assert loads.count("2") <= 9, f"{loads.count('2')} loads of the broken version in {len(polls)} polls"
         assert loads.count("3") == 1
 
+    def test_a_model_the_admin_reloaded_by_name_is_not_undone_by_the_next_poll(self, monkeypatch):
+        # Rolling back with POST /admin/reload {"model": "models:/value/5"} must hold until the admin
+        # reloads the configured alias again (a bare POST /admin/reload).
+        polls: list[str] = []
+        pointed = {"version": "1"}
+
+        def alias_version(reference: str, tracking_uri: str | None = None) -> str:
+            polls.append(reference)
+            return pointed["version"]
+
+        def loader(reference: str) -> DummyBackend:
+            return DummyBackend("value", version="5" if reference.endswith("/5") else pointed["version"])
+
+        monkeypatch.setattr("reranker_service.registry.alias_version", alias_version)
+        settings = Settings(model="models:/value@champion", reload_poll_s=0.001)
+
+        async def run() -> list[str | None]:
+            async with RerankService(settings, DummyBackend("value", version="1"), loader=loader) as service:
+                await service.reload("models:/value/5")
+                await _until(lambda: len(polls) >= 50)
+                pinned = service.backend.info.version
+                await service.reload()  # back to the alias, which polling follows again
+                pointed["version"] = "2"
+                await _until(lambda: service.backend.info.version == "2")
+                return [pinned, service.backend.info.version]
+
+        assert asyncio.run(run()) == ["5", "2"]
+
 
 async def _until(predicate, timeout: float = WAIT_S) -> None:
     deadline = time.monotonic() + timeout
