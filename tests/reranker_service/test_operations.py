@@ -18,7 +18,7 @@ import pytest
 
 from reranker_service import DummyBackend, Settings, create_app
 from reranker_service.service import RerankService
-from tests.reranker_service._helpers import WAIT_S, rerank_body
+from tests.reranker_service._helpers import WAIT_S, rerank_body, serve
 
 pytestmark = pytest.mark.slow  # starts a server
 
@@ -299,6 +299,35 @@ class TestDisconnect:
         assert after.status_code == 200
         assert engine.stats.cancelled == 1
         assert slow_backend.items_scored == 2  # the first and the last request; "never scored" was skipped
+
+
+class TestShutdown:
+    def test_requests_in_flight_and_queued_when_told_to_stop_are_answered_before_the_engine_stops(
+        self, slow_backend
+    ):
+        app = create_app(Settings(), backend=slow_backend)
+        with serve(app) as server:
+            engine = app.state.engine
+            port = int(server.url.rsplit(":", 1)[1])
+            with server.client() as first, server.client() as second, ThreadPoolExecutor(2) as pool:
+                try:
+                    in_flight = pool.submit(first.post, "/v1/rerank", json=rerank_body(1))
+                    assert slow_backend.entered.wait(WAIT_S)
+                    queued = pool.submit(second.post, "/v1/rerank", json=rerank_body(2))
+                    wait_for(lambda: engine.queue_depth == 1, "the second request queueing")
+                    server.server.should_exit = True  # what SIGTERM does
+                    time.sleep(0.3)
+                    assert engine.ready  # draining: the engine still serves what was admitted
+                    with pytest.raises(OSError):  # ... and nothing new is accepted
+                        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+                finally:
+                    slow_backend.release.set()
+                answers = [in_flight.result(WAIT_S), queued.result(WAIT_S)]
+            wait_for(lambda: not engine.ready, "the lifespan stopping the engine")
+
+        assert [a.status_code for a in answers] == [200, 200]
+        assert [len(a.json()["results"]) for a in answers] == [1, 2]
+        assert engine.stats.failed == 0
 
 
 class TestTokenLimit:
