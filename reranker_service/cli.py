@@ -34,7 +34,10 @@ def serve_command(log_level: str, **options: object) -> None:
         raise click.BadParameter(str(exc)) from exc
     try:
         backend = ValueModelBackend.load(
-            settings.model, tracking_uri=settings.tracking_uri, device=settings.device
+            settings.model,
+            tracking_uri=settings.tracking_uri,
+            device=settings.device,
+            cpu_linear=settings.cpu_linear,
         )
     except ModelNotFoundError as exc:
         raise click.ClickException(str(exc)) from exc

@@ -29,6 +29,8 @@ from typing import Any
 __all__ = ["Settings", "load_api_keys"]
 
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+# reranker_service.backends._cpu_linear.CPU_LINEAR_KINDS: not imported, so that settings stay free of torch
+_CPU_LINEAR = ("auto", "torch", "onednn", "int8", "bf16")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,6 +43,15 @@ class Settings:
     host: str = field(default="127.0.0.1", metadata={"help": "Interface to bind."})
     port: int = field(default=8765, metadata={"help": "Port to bind."})
     device: str = field(default="cpu", metadata={"help": "Torch device of the model (cpu, cuda, cuda:1)."})
+    cpu_linear: str = field(
+        default="auto",
+        metadata={
+            "help": "Kernels of the model's Linear layers on a CPU: auto (= onednn on CPU, torch elsewhere), "
+            "onednn (float32 with weights prepacked for oneDNN: same values up to float rounding, ~2x "
+            "faster on CPU), torch (plain nn.Linear), or the approximate int8 (dynamic quantization) and "
+            "bf16, which change values and can change rankings (opt-in)."
+        },
+    )
     max_candidates: int = field(default=256, metadata={"help": "Most candidates one request may carry."})
     max_request_bytes: int = field(default=8 << 20, metadata={"help": "Largest request body accepted."})
     max_request_tokens: int = field(
@@ -110,6 +121,12 @@ class Settings:
             problems.append("model must name a model URI or path")
         if not 0 < self.port < 65536:
             problems.append(f"port must be in 1..65535, got {self.port}")
+        if self.cpu_linear not in _CPU_LINEAR:
+            problems.append(f"cpu_linear must be one of {', '.join(_CPU_LINEAR)}, got {self.cpu_linear!r}")
+        elif self.cpu_linear not in ("auto", "torch") and not self.device.startswith("cpu"):
+            problems.append(
+                f"cpu_linear={self.cpu_linear} is for CPU inference, but device is {self.device!r}"
+            )
         for name in (
             "max_candidates",
             "max_request_bytes",

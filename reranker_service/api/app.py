@@ -192,7 +192,9 @@ def create_app(
         ValueError: ``settings.api_keys_file`` cannot be read.
     """
     load = loader or (
-        lambda ref: ValueModelBackend.load(ref, tracking_uri=settings.tracking_uri, device=settings.device)
+        lambda ref: ValueModelBackend.load(
+            ref, tracking_uri=settings.tracking_uri, device=settings.device, cpu_linear=settings.cpu_linear
+        )
     )
     metrics = ServiceMetrics()
 

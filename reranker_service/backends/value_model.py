@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from reranker_service.backends._cpu_linear import APPROXIMATE_KINDS, apply_cpu_linear, resolve_cpu_linear
 from reranker_service.backends.base import Backend, BackendInfo, Forwarded, Item, Prepared, ScoreInput
 from reranker_service.exceptions import InputTooLongError
 from value_model import Scorer, resolve_model
@@ -110,14 +111,23 @@ class ValueModelBackend(Backend):
         tracking_uri: str | None = None,
         device: str = "cpu",
         share_prefix: bool | None = None,
+        cpu_linear: str = "auto",
     ) -> ValueModelBackend:
         """Load ``models:/NAME@ALIAS``, ``models:/NAME/VERSION``, ``runs:/...`` or a local directory.
 
+        ``cpu_linear`` picks the kernels of the backbone's Linear layers on a CPU (see
+        :mod:`reranker_service.backends._cpu_linear`): ``auto`` (float32 prepacked for oneDNN, values
+        equal to the trained model's up to summation order), ``torch``, or the approximate ``int8``
+        and ``bf16``, which can change rankings and so change the revision (score-cache keys, index).
+
         Raises:
             value_model.ModelNotFoundError: nothing is found under that reference.
+            ValueError: ``cpu_linear`` is unknown or does not fit ``device``.
         """
+        kind = resolve_cpu_linear(cpu_linear, device)
         directory, facts = resolve_model(model, uri=tracking_uri)
         scorer = Scorer.from_directory(directory, device=device)
+        scorer.model.backbone = apply_cpu_linear(scorer.model.backbone, kind)
         name = facts.get("name") or Path(model.rstrip("/")).name
         version = facts.get("version")
         info = BackendInfo(
@@ -131,9 +141,13 @@ class ValueModelBackend(Backend):
                 "kind": scorer.info.get("kind", "patch"),
                 "decoder": is_decoder(scorer.model.backbone.config),
                 "embedding_dim": int(scorer.model.backbone.config.hidden_size),
+                "cpu_linear": kind,
             },
-            # a registry version is its own deployment even when its weights equal another's
-            revision=artefact_revision(directory) + (f"@{name}/{version}" if version else ""),
+            # a registry version is its own deployment even when its weights equal another's; approximate
+            # kernels give other values than the same weights in float32
+            revision=artefact_revision(directory)
+            + (f"@{name}/{version}" if version else "")
+            + (f"+{kind}" if kind in APPROXIMATE_KINDS else ""),
         )
         backend = cls(scorer, info, share_prefix=share_prefix)
         backend.info = replace(
