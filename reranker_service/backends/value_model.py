@@ -244,6 +244,26 @@ class ValueModelBackend(Backend):
         return values, self.scorer.calibration.apply(values)
 
     def forward(self, items: Sequence[Item], *, embed: bool = False) -> Forwarded:
+        """Raw values of ``items``; items with the same tokens (a byte-identical candidate sent twice
+        for one task: 9% of SWE-bench Lite's candidates) are computed once."""
+        first: dict[tuple[tuple[int, ...], tuple[int, ...] | None], int] = {}
+        inverse = np.zeros(len(items), dtype=np.int64)
+        unique: list[Item] = []
+        for i, item in enumerate(items):
+            ids, types = item.payload
+            key = (tuple(ids), None if types is None else tuple(types))
+            if key not in first:
+                first[key] = len(unique)
+                unique.append(item)
+            inverse[i] = first[key]
+        if len(unique) == len(items):
+            return self._forward(items, embed=embed)
+        out = self._forward(unique, embed=embed)
+        return Forwarded(
+            values=out.values[inverse], embeddings=None if out.embeddings is None else out.embeddings[inverse]
+        )
+
+    def _forward(self, items: Sequence[Item], *, embed: bool) -> Forwarded:
         values = np.zeros(len(items), dtype=np.float64)
         dim = int(self.scorer.model.backbone.config.hidden_size)
         embeddings = np.zeros((len(items), dim), dtype=np.float32) if embed else None
