@@ -34,6 +34,7 @@ import asyncio
 import logging
 import math
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -177,7 +178,8 @@ class RerankEngine:
         self.cache = ScoreCache(cache_size)
         self.stats = EngineStats()
         self.metrics = metrics
-        self._queue: asyncio.Queue[_Job] | None = None
+        self._queue: deque[_Job] | None = None  # admitted and prepared, oldest first
+        self._arrived = asyncio.Event()  # set when a job is queued
         self._worker: asyncio.Task[None] | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._tokenizers: ThreadPoolExecutor | None = None
@@ -204,7 +206,8 @@ class RerankEngine:
         """Start the worker (idempotent)."""
         if self.ready:
             return
-        self._queue = asyncio.Queue()
+        self._queue = deque()
+        self._arrived = asyncio.Event()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harvest-model")
         self._tokenizers = ThreadPoolExecutor(
             max_workers=self.tokenizer_workers, thread_name_prefix="harvest-tokenize"
@@ -225,8 +228,9 @@ class RerankEngine:
         # tokenized see the engine stopped and fail themselves (freeing their slot as they go).
         held = list(self._current)
         self._current = []
-        while self._queue is not None and not self._queue.empty():
-            held.append(self._queue.get_nowait())
+        if self._queue is not None:
+            held.extend(self._queue)
+            self._queue.clear()
         for job in held:
             self._dequeue(job)
             if not job.future.done():
@@ -404,7 +408,8 @@ class RerankEngine:
                 embeddings=[None] * n,
                 remaining=n,
             )
-            self._queue.put_nowait(job)
+            self._queue.append(job)
+            self._arrived.set()
             enqueued = True
             try:
                 await job.future
@@ -420,10 +425,13 @@ class RerankEngine:
                 self._waiting -= 1
 
     def _dequeue(self, job: _Job) -> None:
-        """Stop counting ``job`` in the queue depth (once, whoever gets there first)."""
+        """Stop counting ``job`` in the queue depth, and let the queue go of it (once, whoever gets there
+        first: the batcher, its caller leaving, or stop)."""
         if job.queued:
             job.queued = False
             self._waiting -= 1
+            if self._queue is not None and job in self._queue:  # its caller left: free its tokens now
+                self._queue.remove(job)
 
     def check_admission(self) -> None:
         """Refuse at once when ``max_queue`` requests are waiting (the API calls this before it even reads
@@ -447,29 +455,36 @@ class RerankEngine:
 
     # -- the batcher ------------------------------------------------------------------------------
 
-    async def _gather(self) -> list[_Job]:
-        """The next round of jobs: the first waiting one, then more up to the token budget."""
+    async def _next(self, deadline: float | None) -> _Job | None:
+        """The oldest queued job, waiting for one until ``deadline`` (loop time; ``None``: for ever)."""
         assert self._queue is not None
         loop = asyncio.get_running_loop()
-        first = await self._queue.get()
-        while first.future.done():  # its caller left (and was counted then): drop it
-            first = await self._queue.get()
+        while not self._queue:
+            self._arrived.clear()
+            if deadline is None:
+                await self._arrived.wait()
+                continue
+            timeout = deadline - loop.time()
+            if timeout <= 0:
+                return None
+            try:
+                await asyncio.wait_for(self._arrived.wait(), timeout)
+            except TimeoutError:
+                return None
+        return self._queue.popleft()
+
+    async def _gather(self) -> list[_Job]:
+        """The next round of jobs: the first waiting one, then more up to the token budget."""
+        loop = asyncio.get_running_loop()
+        first = await self._next(None)
+        assert first is not None
         jobs = self._current = [first]  # held here, stop() answers them while the batcher waits for more
-        tokens = jobs[0].prepared.n_tokens
+        tokens = first.prepared.n_tokens
         deadline = loop.time() + self.max_wait
         while tokens < self.max_batch_tokens:
-            try:
-                job = self._queue.get_nowait()
-            except asyncio.QueueEmpty:
-                timeout = deadline - loop.time()
-                if timeout <= 0:
-                    break
-                try:
-                    job = await asyncio.wait_for(self._queue.get(), timeout)
-                except TimeoutError:
-                    break
-            if job.future.done():
-                continue
+            job = await self._next(deadline)
+            if job is None:
+                break
             jobs.append(job)
             tokens += job.prepared.n_tokens
         for job in jobs:

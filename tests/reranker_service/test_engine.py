@@ -80,6 +80,30 @@ class NanBackend(SlowBackend):
         return Forwarded(values=values, embeddings=out.embeddings)
 
 
+class _Payload:
+    def __init__(self, prompt: str, candidate: str) -> None:
+        self.texts = (prompt, candidate)
+
+
+class TrackedPayloadBackend(SlowBackend):
+    """A :class:`SlowBackend` whose items' payloads can be watched (weak references) for being freed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.payloads: list[weakref.ref[_Payload]] = []
+
+    def prepare(self, query: ScoreInput) -> Prepared:
+        prepared = super().prepare(query)
+        for item in prepared.items:
+            item.payload = _Payload(*item.payload)
+            self.payloads.append(weakref.ref(item.payload))
+        return prepared
+
+    def forward(self, items: Sequence[Item], *, embed: bool = False) -> Forwarded:
+        plain = [Item(n_tokens=it.n_tokens, payload=it.payload.texts) for it in items]
+        return super().forward(plain, embed=embed)
+
+
 class SlowPrepareBackend(DummyBackend):
     """A dummy backend whose ``prepare`` (the tokenizer thread's work) blocks until ``release`` is set."""
 
@@ -215,6 +239,28 @@ class TestCancellation:
 
             assert (engine.stats.cancelled, engine.stats.rejected, engine.queue_depth) == (1, 0, 0)
             assert slow_backend.items_scored == 2  # "first" and the retry; the cancelled job was skipped
+
+    async def test_jobs_of_callers_that_left_are_let_go_while_the_model_is_stuck(self):
+        # Retries admitted in the slots of callers that left must not pile their jobs (token ids of every
+        # candidate) up behind a stuck model: memory would grow without bound.
+        backend = TrackedPayloadBackend()
+        async with RerankEngine(backend, max_queue=2) as engine:
+            try:
+                first = asyncio.create_task(engine.score("p", ["first"]))
+                await eventually(backend.entered.is_set)
+                for i in range(20):
+                    gone = asyncio.create_task(engine.score("p", [f"timed out {i}"]))
+                    await eventually(lambda: engine.queue_depth == 1)
+                    gone.cancel()
+                    with pytest.raises(asyncio.CancelledError):
+                        await gone
+                gc.collect()
+                # every job but the last, whose cancellation traceback this test still holds
+                alive = [ref for ref in backend.payloads[1:-1] if ref() is not None]
+            finally:
+                backend.release.set()
+            await first
+        assert alive == []
 
 
 class TestBackendFailure:
