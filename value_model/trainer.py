@@ -14,7 +14,9 @@ How a step is computed (the same on one process and under ``torchrun``):
    step (examples, or pairs), and multiplied by ``world_size`` because DDP and FSDP average
    gradients over ranks; so the gradient is the full step's mean whatever the split, and a 2-process
    run matches a 1-process run that accumulates the same micro-batches;
-4. for the ``td`` objective, targets are λ-returns of the trajectory's final outcome
+4. each micro-batch seeds the RNG from (seed, step, its index in the step), so dropout draws the same
+   masks for it on whichever rank runs it (and different ones on different ranks);
+5. for the ``td`` objective, targets are λ-returns of the trajectory's final outcome
    (:func:`td_targets_of`); with ``td_lambda < 1`` they bootstrap from the model's own values,
    recomputed at the start of every epoch.
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import logging
 import math
 import random
@@ -311,6 +314,12 @@ def _prepare(model: ValueModel, config: TrainConfig, device: torch.device) -> Va
     return model.to(device).train()
 
 
+def _micro_batch_seed(seed: int, step: int, index: int) -> int:
+    """The RNG seed of micro-batch ``index`` of optimizer step ``step`` (a 63-bit hash of the three)."""
+    digest = hashlib.blake2b(f"{seed}/{step}/{index}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
 def _denominators(step: Sequence[Sequence[int]], labels: torch.Tensor, groups: torch.Tensor,
                   weights: Mapping[str, float]) -> dict[str, float]:
     n = float(sum(len(batch) for batch in step))
@@ -459,6 +468,9 @@ def fit(
             step_loss = torch.zeros((), dtype=torch.float64)
             for k, batch in enumerate(mine):
                 last = k == len(mine) - 1
+                # dropout masks depend on the micro-batch's place in the global step, not on the rank that
+                # runs it: ranks draw different masks, and N ranks draw what one process accumulating does
+                torch.manual_seed(_micro_batch_seed(config.seed, step, runtime.rank + k * runtime.world_size))
                 if fsdp:
                     model.set_requires_gradient_sync(last)  # type: ignore[operator]
                 sync = net.no_sync() if runtime.distributed and not fsdp and not last else contextlib.nullcontext()  # type: ignore[operator]
