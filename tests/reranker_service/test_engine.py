@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import random
 import threading
 import time
 import weakref
@@ -78,6 +79,18 @@ class NanBackend(SlowBackend):
             [np.nan if "nan" in c else v for (_, c), v in zip((it.payload for it in items), out.values)]
         )
         return Forwarded(values=values, embeddings=out.embeddings)
+
+
+class BatchRecordingBackend(DummyBackend):
+    """Records the token lengths of every model batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[int]] = []
+
+    def forward(self, items: Sequence[Item], *, embed: bool = False) -> Forwarded:
+        self.batches.append([it.n_tokens for it in items])
+        return super().forward(items, embed=embed)
 
 
 class _Payload:
@@ -425,6 +438,24 @@ class TestBatching:
 
         assert backend.calls == 3
         np.testing.assert_array_equal(result.values, backend.score("p", [f"c{i}" for i in range(10)]).values)
+
+    async def test_concurrent_requests_of_mixed_lengths_keep_the_budget_and_their_own_order(self):
+        backend = BatchRecordingBackend()
+        rng = random.Random(7)
+        requests = [
+            (f"task {r % 4}", [("x" * rng.randint(1, 900)) + f" {r}.{i}" for i in range(rng.randint(1, 9))])
+            for r in range(24)
+        ]
+        requests.append(("huge", ["y" * 8000]))  # one candidate over the whole budget
+        async with RerankEngine(backend, max_batch_tokens=600, max_batch_size=4, max_queue=64) as engine:
+            results = await asyncio.gather(*(engine.score(p, c) for p, c in requests))
+
+        for lengths in backend.batches:
+            assert len(lengths) <= 4
+            assert len(lengths) == 1 or max(lengths) * len(lengths) <= 600, lengths  # padded cost
+        assert [(len("huge") + 8000) // 4] in backend.batches  # alone in a batch of its own
+        for (prompt, candidates), result in zip(requests, results, strict=True):
+            np.testing.assert_array_equal(result.values, DummyBackend().score(prompt, candidates).values)
 
     async def test_embeddings_come_back_per_candidate_when_asked(self):
         async with RerankEngine(DummyBackend()) as engine:
