@@ -25,6 +25,7 @@ Contract:
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import logging
@@ -472,7 +473,10 @@ def _read_members(
     pa.array([])
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
     window: deque[tuple[Member, Future[ReadResult] | None]] = deque()
-    with ProcessPoolExecutor(max_workers=processes, mp_context=context) as pool:
+    # A forked reader starts with every object of this process. gc.freeze leaves those out of its garbage
+    # collections, which would walk them all (and copy the pages they touch) as it builds its rows: the
+    # reader's own young objects are all there is to collect.
+    with ProcessPoolExecutor(max_workers=processes, mp_context=context, initializer=gc.freeze) as pool:
         try:
             for member in members:
                 group, source, adapter = member

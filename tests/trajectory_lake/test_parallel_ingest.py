@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
+import os
 from pathlib import Path
 
 import polars as pl
@@ -126,3 +128,33 @@ def test_large_staged_tables_are_written_in_chunks_and_still_committed_once(corp
     ingest(corpus, both_lake, workers=1, flush_bytes=256 << 10, commit_bytes=1 << 20)
     for table in (*DATA_TABLES, "quarantine"):
         assert comparable_rows(both_lake, table).equals(comparable_rows(once_lake, table)), table
+
+
+def _read_member_noting_frozen(source, adapter, group, stamp):
+    """``ingest._read_member``, noting beside the source's lake how many objects its reader process holds
+    frozen out of garbage collection (a module-level function: the pool pickles it by name)."""
+    ingest_module = importlib.import_module("trajectory_lake.ingest")
+    note = Path(os.environ["HARVEST_TEST_FROZEN_NOTES"]) / f"{os.getpid()}-{source.path.name}"
+    note.write_text(str(gc.get_freeze_count()))
+    return ingest_module._read_member.__wrapped__(source, adapter, group, stamp)
+
+
+def test_reader_processes_leave_the_objects_they_inherit_out_of_their_collections(
+    corpus, tmp_path, monkeypatch
+):
+    # A forked reader's collections walked every object of the parent (imports, lake state) as it built
+    # its rows, about a tenth of its time; frozen, they walk only what the reader built.
+    ingest_module = importlib.import_module("trajectory_lake.ingest")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    _read_member_noting_frozen.__wrapped__ = ingest_module._read_member
+    monkeypatch.setattr(ingest_module, "_read_member", _read_member_noting_frozen)
+    monkeypatch.setenv("HARVEST_TEST_FROZEN_NOTES", str(notes))
+
+    report = ingest(corpus, Lake(tmp_path / "lake"), workers=2, parallel_min_bytes=0)
+
+    assert report.counts["steps"].written > 1000 and not unreconciled(report)
+    frozen = {note.name.split("-")[0]: int(note.read_text()) for note in notes.iterdir()}
+    assert len(frozen) == 2 and os.getpid() not in map(int, frozen)  # both readers, neither this process
+    assert min(frozen.values()) > 10_000  # the modules and state they were forked with
+    assert gc.get_freeze_count() == 0  # this process's collections are as they were
