@@ -48,6 +48,9 @@ def steps_of_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, A
 
     Content parts are joined as text; tool calls are flattened to ``{id, name, arguments}``.
 
+    Raises:
+        InvalidRequestError: a message's tool calls cannot be read (the message's position is named).
+
     Examples:
         >>> call = {"id": "1", "function": {"name": "bash", "arguments": "{}"}}
         >>> step = steps_of_messages([{"role": "assistant", "content": [{"type": "text", "text": "ls"}],
@@ -56,15 +59,19 @@ def steps_of_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, A
         ('ls', [{'id': '1', 'name': 'bash', 'arguments': '{}'}])
     """
     steps = []
-    for m in messages:
+    for position, m in enumerate(messages):
         content = m.get("content")
         if isinstance(content, list):
             content = "\n".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
+        try:
+            tool_calls = normalise_tool_calls(m.get("tool_calls"))
+        except ValueError as exc:  # the client's mistake: a 422 that names the message, not a 500
+            raise InvalidRequestError(f"context.{position}.tool_calls: {exc}") from None
         steps.append(
             {
                 "role": m["role"],
                 "content": content,
-                "tool_calls": normalise_tool_calls(m.get("tool_calls")),
+                "tool_calls": tool_calls,
                 "tool_call_id": m.get("tool_call_id"),
                 "reasoning": m.get("reasoning"),
                 "is_error": m.get("is_error"),

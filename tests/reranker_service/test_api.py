@@ -197,6 +197,18 @@ class TestValidation:
                 "patch",
                 id="unknown-kind",
             ),
+            pytest.param(
+                rerank_body(
+                    2,
+                    context=[
+                        {"role": "user", "content": "ls"},
+                        {"role": "assistant", "tool_calls": [{"id": 5, "function": {"name": "bash"}}]},
+                    ],
+                ),
+                "context.1.tool_calls",
+                "a tool call's id must be a string, got 5",
+                id="tool-call-id-not-text",
+            ),
         ],
     )
     def test_invalid_body_gets_422_naming_the_field(self, http, body, field, says):
