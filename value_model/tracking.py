@@ -191,9 +191,12 @@ def _registry_facts(client: MlflowClient, model: str) -> dict[str, Any]:
 
 def _download(model: str, uri: str, facts: dict[str, Any], dst: Path | None) -> Path:
     """Download a registry or run artefact, once: registry versions are immutable, so they are cached
-    under ``$HARVEST_HOME/models/<name>/<version>`` (moved into place atomically) and reused."""
+    under ``$HARVEST_HOME/models/<name>/<version>-<run id>`` (moved into place atomically) and reused.
+    The run id (unique across stores) tells apart the same name and version in two stores, or in a
+    store created anew."""
     if dst is None and facts.get("version"):
-        cache = harvest_home() / "models" / facts["name"] / facts["version"]
+        run = facts.get("run_id") or "norun"
+        cache = harvest_home() / "models" / facts["name"] / f"{facts['version']}-{run}"
         if (cache / ".complete").is_file():
             return cache
         cache.parent.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ from value_model.data import load_examples, split_by_task
 from value_model.inference import Calibration, Scorer
 from value_model.model import ValueModel
 from value_model.pipeline import evaluate_registered, train_from_lake
-from value_model.tracking import ModelNotFoundError, resolve_model
+from value_model.tracking import ModelNotFoundError, log_and_register, resolve_model
 from value_model.trainer import evaluate_frame, fit
 
 pytestmark = pytest.mark.slow
@@ -146,6 +146,24 @@ class TestRegistry:
         examples = load_examples(lite_lake)
         train, val = split_by_task(examples.frame, val_fraction=config.val_fraction, seed=config.split_seed)
         assert report.n_val == len(val)
+
+    def test_the_same_name_and_version_in_another_store_is_not_served_from_the_download_cache(
+        self, harvest_home, tmp_path
+    ):
+        # two stores (a fresh mlflow.db, or dev and prod servers) each hold a `vm` version 1: the download
+        # cache under $HARVEST_HOME/models served the first store's model for the second
+        for tag in ("first", "second"):
+            artefact = tmp_path / tag / "model"
+            artefact.mkdir(parents=True)
+            (artefact / "harvest.json").write_text(json.dumps({"tag": tag}))
+            uri = f"sqlite:///{tmp_path / tag / 'mlflow.db'}"
+            registered = log_and_register(model_dir=artefact, params={}, metrics={}, lineage={},
+                                          register="vm", uri=uri)
+            assert registered.model_uri == "models:/vm/1"
+            for _ in range(2):  # downloaded, then from the cache
+                directory, facts = resolve_model("models:/vm@champion", uri=uri)
+                assert json.loads((directory / "harvest.json").read_text()) == {"tag": tag}
+                assert facts["run_id"] == registered.run_id
 
     def test_an_unknown_model_reference_raises_model_not_found(self, harvest_home):
         with pytest.raises(ModelNotFoundError):
