@@ -12,13 +12,15 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from reranker_service import DummyBackend, Settings, create_app
+from reranker_service.backends import Forwarded, Item
 from reranker_service.service import RerankService
-from tests.reranker_service._helpers import WAIT_S, rerank_body, serve
+from tests.reranker_service._helpers import WAIT_S, SlowBackend, rerank_body, serve
 
 pytestmark = pytest.mark.slow  # starts a server
 
@@ -28,6 +30,15 @@ def wait_for(predicate, what: str, timeout: float = WAIT_S) -> None:
     while not predicate():
         assert time.monotonic() < deadline, f"{what} did not happen within {timeout}s"
         time.sleep(0.01)
+
+
+class SlowFlakyBackend(SlowBackend):
+    """A :class:`SlowBackend` that fails on the prompt ``boom``."""
+
+    def forward(self, items: Sequence[Item], *, embed: bool = False) -> Forwarded:
+        if any(item.payload[0] == "boom" for item in items):
+            raise RuntimeError("the model fell over")
+        return super().forward(items, embed=embed)
 
 
 @pytest.fixture
@@ -84,6 +95,35 @@ class TestMetrics:
             "harvest_tokens_total",
         ):
             assert histogram in text, histogram
+
+    def test_refusals_and_failures_are_counted_by_reason_and_status(self, live_server):
+        backend = SlowFlakyBackend()
+        server = live_server(create_app(Settings(max_queue=1), backend=backend))
+        engine = server.app.state.engine
+        with server.client() as http, ThreadPoolExecutor(max_workers=2) as pool:
+            try:
+                in_flight = pool.submit(http.post, "/v1/rerank", json=rerank_body(1))
+                assert backend.entered.wait(WAIT_S)
+                waiting = pool.submit(http.post, "/v1/rerank", json=rerank_body(2))
+                wait_for(lambda: engine.queue_depth == 1, "the second request queueing")
+                refused = http.post("/v1/rerank", json=rerank_body(3))
+            finally:
+                backend.release.set()
+            assert [f.result(WAIT_S).status_code for f in (in_flight, waiting)] == [200, 200]
+            failed = http.post("/v1/rerank", json=rerank_body(2, prompt="boom"))
+            text = http.get("/metrics").text
+
+        assert (refused.status_code, failed.status_code) == (429, 500)
+        for line in (
+            'harvest_requests_total{route="/v1/rerank",status="429"} 1.0',
+            'harvest_requests_total{route="/v1/rerank",status="500"} 1.0',
+            'harvest_rejected_total{reason="overloaded"} 1.0',
+            'harvest_rejected_total{reason="failed"} 1.0',
+            # latency buckets from a millisecond to tens of seconds
+            'harvest_request_duration_seconds_bucket{le="0.001",route="/v1/rerank"}',
+            'harvest_request_duration_seconds_bucket{le="30.0",route="/v1/rerank"}',
+        ):
+            assert line in text, line
 
     def test_unknown_paths_share_one_label(self, server):
         with server.client() as http:
