@@ -108,11 +108,14 @@ def train_command(
               help="Write best_at_k.png and reliability.png into this directory.")
 @click.option("--log/--no-log", "log", default=True, show_default=True,
               help="Log metrics, plots and report.json to the model's MLflow run, when it has one.")
+@click.option("--device", default="auto", show_default=True,
+              help="Where the model scores: auto (the first CUDA device when present, else cpu), cpu, cuda, "
+                   "cuda:N.")
 @dataclass_options(EvaluationOptions)
 def evaluate_command(
     lake_uri: str | None, storage_options: tuple[str, ...], model_uri: str | None, tracking_uri: str | None,
     slice_path: str | None, candidates_path: str | None, group_by: tuple[str, ...], json_path: str | None,
-    plots_dir: str | None, log: bool, **overrides: Any,  # noqa: ANN401
+    plots_dir: str | None, log: bool, device: str, **overrides: Any,  # noqa: ANN401
 ) -> None:
     """Evaluate a model (or a file of scores) against the baselines: Best@k, Pass@k, gap closed,
     AUROC, ECE/Brier and paired bootstrap intervals, with breakdowns by benchmark and repo."""
@@ -122,6 +125,8 @@ def evaluate_command(
 
     if slice_path and candidates_path:
         raise click.BadParameter("give --slice or --candidates, not both")
+    if not (device in ("auto", "cpu", "cuda") or device.startswith("cuda:")):
+        raise click.BadParameter(f"--device must be auto, cpu, cuda or cuda:N, got {device!r}")
     if model_uri is None and candidates_path is None:
         raise click.BadParameter("give --model, or --candidates with a score column")
     try:
@@ -133,7 +138,7 @@ def evaluate_command(
             lake = None if candidates_path else open_lake(lake_uri, storage_options)
             report = evaluate_registered(lake, model_uri, tracking_uri=tracking_uri, slice_spec=spec,
                                          candidates=candidates_path, options=options, group_by=group_by,
-                                         log=log)
+                                         log=log, device=device)
     except (ModelNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     written = write_report(report, json_path=json_path if json_path not in (None, "-") else None,

@@ -41,7 +41,7 @@ import polars as pl
 from trajectory_lake import Lake
 from trajectory_lake.slices import SliceSpec, resolve_slice, scan_slice
 from value_model.config import TrainConfig
-from value_model._runtime import Runtime, broadcast
+from value_model._runtime import Runtime, broadcast, resolve_device
 from value_model.data import action_examples_of, examples_of, load_steps, with_reference_positives
 from value_model.evaluation import EvaluationOptions, EvaluationReport, evaluate_candidates
 from value_model.inference import Scorer, predict_values
@@ -349,6 +349,7 @@ def evaluate_registered(
     options: EvaluationOptions | None = None,
     group_by: Sequence[str] = DEFAULT_GROUPS,
     log: bool = True,
+    device: str = "auto",
 ) -> EvaluationReport:
     """Score candidates with ``model`` and run the evaluation suite against the baselines.
 
@@ -372,6 +373,8 @@ def evaluate_registered(
         options: see :class:`~value_model.evaluation.EvaluationOptions`.
         group_by: break the metrics down by these columns where present.
         log: log the report to the model's MLflow run.
+        device: where the model scores: ``auto`` (the first CUDA device when there is one, else the
+            CPU), ``cpu``, ``cuda`` or ``cuda:N``.
 
     Raises:
         ModelNotFoundError: ``model`` names nothing.
@@ -379,7 +382,7 @@ def evaluate_registered(
             split is empty, a task has no prompt, or the file does not parse.
     """
     directory, facts = resolve_model(model, uri=tracking_uri)
-    scorer = Scorer.from_directory(directory)
+    scorer = Scorer.from_directory(directory, device=str(resolve_device(device)))
     if candidates is not None:
         frame = read_candidates(candidates)
         data: dict[str, Any] = {"candidates": str(candidates)}

@@ -378,6 +378,33 @@ class TestModelAndTracking:
         with pytest.raises(ValueError, match=r"1 task\(s\) have no prompt.*t3"):
             evaluate_registered(None, str(tiny_model_dir), candidates=path, options=NO_BOOTSTRAP)
 
+    def test_the_model_scores_on_the_gpu_when_there_is_one_or_where_device_says(
+        self, tmp_path, tiny_model_dir, monkeypatch
+    ):
+        # harvest evaluate loaded every model on the CPU, a 4B model too, even on a GPU machine
+        from value_model.inference import Scorer
+
+        path = _write_candidates(tmp_path / "c.jsonl", with_score=False)
+        path.write_text("\n".join(json.dumps({**json.loads(line), "prompt": "fix it"})
+                                  for line in path.read_text().split("\n") if line))
+        devices = []
+        load = Scorer.from_directory.__func__
+
+        def recording(cls, directory, *, device="cpu"):
+            devices.append(device)
+            return load(cls, directory)  # scored on the CPU here whatever was asked
+
+        monkeypatch.setattr(Scorer, "from_directory", classmethod(recording))
+        monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+        evaluate_registered(None, str(tiny_model_dir), candidates=path, options=NO_BOOTSTRAP)
+        args = ["evaluate", "--model", str(tiny_model_dir), "--candidates", str(path), "--n-bootstrap", "0",
+                "--no-log", "--device", "cuda:1"]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+        assert devices == ["cuda:0", "cuda:1"]
+        result = CliRunner().invoke(main, [*args[:-1], "tpu"])
+        assert result.exit_code != 0 and "--device must be auto, cpu, cuda or cuda:N" in result.output
+
     def test_logging_puts_metrics_curves_plots_and_the_report_on_the_run(self, tmp_path, report):
         from mlflow import MlflowClient
 
