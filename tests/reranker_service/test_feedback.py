@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -99,6 +100,20 @@ class TestFeedbackReachesTheLake:
         assert first["event_id"] == second["event_id"]
         assert set(second["rows"].values()) == {0}
         assert lake.versions() == versions
+
+    def test_retries_sent_while_the_first_is_still_writing_add_the_event_once(self, live_server, lake):
+        # A client that times out and retries while the first write is in progress.
+        server = live_server(create_app(Settings(lake=lake.uri), backend=DummyBackend()))
+        with server.client() as http, ThreadPoolExecutor(max_workers=3) as pool:
+            request_id = served_id(http)
+            body = {"request_id": request_id, "chosen_index": 1, "outcome": 1.0}
+            answers = list(pool.map(lambda _: http.post("/v1/feedback", json=body), range(3)))
+
+        assert [a.status_code for a in answers] == [200, 200, 200]
+        assert len({a.json()["event_id"] for a in answers}) == 1
+        assert lake.read("rerank_events").height == 1
+        assert lake.read("outcomes").height == 1
+        assert sum(a.json()["rows"]["rerank_events"] for a in answers) == 1
 
     def test_feedback_on_a_cohere_request_works_too(self, http, lake):
         request_id = http.post(
