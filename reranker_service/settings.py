@@ -71,7 +71,10 @@ class Settings:
             "the model works are batched anyway)."
         },
     )
-    cache_size: int = field(default=65536, metadata={"help": "Score-cache entries (0: off)."})
+    cache_size: int = field(
+        default=65536,
+        metadata={"help": "Score-cache entries (0: off); they hold at most 256 MiB, embeddings included."},
+    )
     tokenizer_workers: int = field(default=1, metadata={"help": "Threads that tokenize requests."})
     api_keys: tuple[str, ...] = field(
         default=(), metadata={"help": "Bearer tokens accepted (empty: no auth)."}

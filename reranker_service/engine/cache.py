@@ -60,21 +60,35 @@ def candidate_key(prefix: bytes, candidate: str) -> bytes:
     return hashlib.blake2b(prefix + candidate.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
+def _entry_bytes(entry: CachedScore) -> int:
+    """Memory an entry holds, roughly: its key and fields, and its embedding."""
+    return 200 + (entry.embedding.nbytes if entry.embedding is not None else 0)
+
+
 class ScoreCache:
     """A bounded LRU map from content keys to :class:`CachedScore` (not thread-safe: the engine's loop
     owns it).
 
     Args:
         max_entries: capacity; 0 disables the cache.
+        max_bytes: memory the entries may hold, embeddings included (with neighbours on, a 2560-wide
+            embedding makes an entry ~10 KB, so 65536 entries would hold ~680 MB).
     """
 
-    def __init__(self, max_entries: int) -> None:
+    def __init__(self, max_entries: int, *, max_bytes: int = 256 << 20) -> None:
         if max_entries < 0:
             raise ValueError(f"max_entries must be >= 0, got {max_entries}")
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
         self._entries: OrderedDict[bytes, CachedScore] = OrderedDict()
+        self._bytes = 0
         self.hits = 0
         self.misses = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Memory the entries hold (as :func:`_entry_bytes` counts it)."""
+        return self._bytes
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -90,14 +104,21 @@ class ScoreCache:
         return found
 
     def put(self, key: bytes, entry: CachedScore) -> None:
-        """Store ``entry``, evicting the least recently used beyond capacity."""
+        """Store ``entry``, evicting the least recently used beyond either capacity (the entry just stored
+        stays, however large)."""
         if not self.max_entries:
             return
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self._bytes -= _entry_bytes(old)
         self._entries[key] = entry
-        self._entries.move_to_end(key)
-        while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
+        self._bytes += _entry_bytes(entry)
+        entries = self._entries
+        while len(entries) > 1 and (len(entries) > self.max_entries or self._bytes > self.max_bytes):
+            _, dropped = entries.popitem(last=False)
+            self._bytes -= _entry_bytes(dropped)
 
     def clear(self) -> None:
         """Drop every entry."""
         self._entries.clear()
+        self._bytes = 0

@@ -61,6 +61,26 @@ class TestScoreCache:
         assert cache.get(b"a") is not None and cache.get(b"c") is not None
         assert (cache.hits, cache.misses) == (3, 1)
 
+    def test_entries_with_embeddings_are_bounded_by_bytes_too(self):
+        # With neighbours on every entry keeps its embedding: 65536 entries of a 2560-wide model would
+        # hold ~680 MB, so the count alone does not bound the memory.
+        cache = ScoreCache(100, max_bytes=3_500_000)
+        big = np.zeros(250_000, dtype=np.float32)  # 1 MB
+        for key in (b"a", b"b", b"c", b"d", b"e"):
+            cache.put(key, CachedScore(value=1.0, truncated=False, n_tokens=1, embedding=big))
+        cache.put(b"e", CachedScore(value=2.0, truncated=False, n_tokens=1, embedding=big))  # replaced
+
+        assert len(cache) == 3 and cache.nbytes <= 3_500_000
+        assert [k for k in (b"a", b"b", b"c", b"d", b"e") if cache.get(k) is not None] == [b"c", b"d", b"e"]
+        cache.clear()
+        assert (len(cache), cache.nbytes) == (0, 0)
+
+    def test_an_entry_larger_than_the_byte_bound_is_still_kept_alone(self):
+        cache = ScoreCache(10, max_bytes=100)
+        cache.put(b"a", CachedScore(value=1.0, truncated=False, n_tokens=1, embedding=np.zeros(64)))
+        cache.put(b"b", CachedScore(value=1.0, truncated=False, n_tokens=1, embedding=np.zeros(64)))
+        assert len(cache) == 1 and cache.get(b"b") is not None
+
     def test_a_cache_of_size_zero_keeps_nothing(self):
         cache = ScoreCache(0)
         cache.put(b"a", CachedScore(value=1.0, truncated=False, n_tokens=1, embedding=np.zeros(2)))
