@@ -689,7 +689,7 @@ def _role_of_source(source: str | None, args: Mapping[str, Any]) -> str:
 
 def _action_step(event: dict[str, Any], responses_seen: set[str], mapped: MappedEvents) -> dict[str, Any]:
     kind = event["action"]
-    args = dict(event.get("args") or {})
+    args = event.get("args") or {}  # read only here (the message branch pops from a copy)
     tcm = event.get("tool_call_metadata") or {}
     response = tcm.get("model_response") if isinstance(tcm.get("model_response"), dict) else {}
     response_id = response.get("id") if isinstance(response.get("id"), str) else None
@@ -734,6 +734,7 @@ def _action_step(event: dict[str, Any], responses_seen: set[str], mapped: Mapped
             extra["response_content"] = message["content"]
 
     if kind in ("system", "message"):
+        args = dict(args)
         content = args.pop("content", None)
         if content is None and event.get("message") is not None:
             content = event["message"]
@@ -754,7 +755,7 @@ def _action_step(event: dict[str, Any], responses_seen: set[str], mapped: Mapped
         )
 
     if kind == "finish":
-        mapped.finish = args
+        mapped.finish = dict(args)
     name = tcm.get("function_name") if isinstance(tcm.get("function_name"), str) else kind
     call_id = tcm.get("tool_call_id") if isinstance(tcm.get("tool_call_id"), str) else None
     arguments = _model_arguments(message, call_id)
@@ -1379,7 +1380,7 @@ class OpenHandsEvalOutput(_LineAdapter):
             harness_version=hints.get("harness_version"),
             model=model,
             benchmark=benchmark,
-            config=without_secrets(metadata) or None,  # EvalMetadata.llm holds the run's api_key
+            config=metadata or None,  # EvalMetadata.llm holds the run's api_key: make_run drops credentials
             started_at=as_timestamp(metadata.get("start_time")) if metadata.get("start_time") else None,
         )
         task_id = task_id_for(family, instance_id)
