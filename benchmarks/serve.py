@@ -6,8 +6,12 @@ Sections (each server runs in its own process on 127.0.0.1; the load comes from 
    patches), closed loop at concurrency 1, 8 and 32, through the service (dynamic batching, score
    cache off so every candidate is computed) and through a naive server with the *same model*: a
    FastAPI route that runs one forward pass per candidate in a thread per request (what
-   ``mlflow models serve`` does). Both servers run at once and take turns (ABBA) so load changes on a
-   shared machine fall on both. Model: all-MiniLM-L6-v2 with a random value head at 128 tokens.
+   ``mlflow models serve`` does). All servers run at once and take turns (ABBA) so load changes on a
+   shared machine fall on all. Model: all-MiniLM-L6-v2 with a random value head at 128 tokens. The
+   naive server runs torch's own float32 kernels; on CPU, ``harvest serve`` runs once per
+   ``--cpu-linear`` kind (default ``torch``, ``auto`` and ``int8``: torch's kernels as before, the
+   service's default ``onednn`` float32 kernels, and the opt-in approximate int8), each its own row
+   against the same naive baseline, with the largest difference in values from the naive server.
 2. **shared prefix**: a small random Qwen3 decoder (4 layers, d=256: CPU-sized; the production target
    is a 4B Qwen3) scoring one request, task + trajectory prefix of 1-2k tokens and 12 real patches cut
    to 128 tokens, with the prefix's KV cache shared against recomputing it for every candidate (in
@@ -37,13 +41,16 @@ one thread is the stable setting; with more threads than idle cores, a batch-1 f
 several times slower still, which flatters batching.
 
 Usage: ``python benchmarks/serve.py [--data ../shared/data/swebench-lite] [--threads 1] [--quick]
-[--sections 1234] [--device auto|cpu|cuda] [--model auto|minilm|qwen3-small|qwen3-4b] [--tiny] [--json PATH]``
+[--sections 1234] [--device auto|cpu|cuda] [--model auto|minilm|qwen3-small|qwen3-4b] [--tiny]
+[--cpu-linear torch,auto,int8] [--json PATH]``
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
+import dataclasses
 import json
 import os
 import signal
@@ -155,7 +162,8 @@ def decoder_artefact(
 
 
 def _server_main(argv: Sequence[str]) -> None:
-    """``serve.py _server KIND PORT [MODEL_DIR DEVICE MAX_BATCH_TOKENS]``: run one server until killed."""
+    """``serve.py _server KIND PORT [MODEL_DIR DEVICE MAX_BATCH_TOKENS CPU_LINEAR]``: run one server until
+    killed."""
     import uvicorn
 
     kind, port = argv[0], int(argv[1])
@@ -166,6 +174,7 @@ def _server_main(argv: Sequence[str]) -> None:
         from value_model import Scorer
 
         scorer = Scorer.from_directory(argv[2], device=device)
+        local = threading.local()
         app = FastAPI()
 
         @app.post("/v1/rerank")
@@ -174,7 +183,11 @@ def _server_main(argv: Sequence[str]) -> None:
             contents = [c["content"] for c in body["candidates"]]
 
             def one_by_one() -> list[float]:  # one forward pass per candidate, no batching
-                return [float(scorer.score(prompt, [c]).values[0]) for c in contents]
+                # the same model, but a tokenizer per thread: threads sharing a Hugging Face fast
+                # tokenizer tokenize with each other's truncation settings (and the serializer raises)
+                if not hasattr(local, "scorer"):
+                    local.scorer = dataclasses.replace(scorer, tokenizer=copy.deepcopy(scorer.tokenizer))
+                return [float(local.scorer.score(prompt, [c]).values[0]) for c in contents]
 
             values = await asyncio.to_thread(one_by_one)
             return {
@@ -206,6 +219,7 @@ def _server_main(argv: Sequence[str]) -> None:
                     cache_size=0,
                     max_queue=256,
                     max_batch_tokens=int(argv[4]) if len(argv) > 4 else 8192,
+                    cpu_linear=argv[5] if len(argv) > 5 else "auto",
                     max_batch_size=64,
                     max_wait_ms=2.0,
                     # a GPU scores a batch fast enough that one tokenizer thread could keep it
@@ -354,22 +368,31 @@ def section_throughput(
     *,
     device: str = "cpu",
     max_batch_tokens: int = 8192,
+    cpu_linear: Sequence[str] = ("auto",),
 ) -> list[list[str]]:
-    """Both servers run at once; each level's requests are split in halves sent naive, harvest, harvest,
-    naive (ABBA), so a change in the machine's load during the run falls on both alike.
+    """All servers run at once; each level's requests are split in halves sent naive, harvest, harvest,
+    naive (ABBA; with several harvest servers, naive, H1, H2, ..., H2, H1, naive), so a change in the
+    machine's load during the run falls on all alike.
 
-    Both load the same artefact on the same device (in its saved dtype: float32 on CPU, bf16 on GPU);
-    the warm-up requests double as a check that they score alike."""
-    labels = {"naive": "naive server: 1 forward per candidate, thread per request", "engine": "harvest serve"}
+    Every server loads the same artefact on the same device (in its saved dtype: float32 on CPU, bf16 on
+    GPU). The naive server runs torch's own kernels; each harvest server runs one ``cpu_linear`` kind
+    (``auto``: the service's default). The warm-up requests double as a check of how alike they score."""
+    engines = [f"engine:{kind}" for kind in dict.fromkeys(cpu_linear)]
+    labels = {"naive": "naive server: 1 forward per candidate, thread per request"}
+    for name in engines:
+        kind = name.split(":", 1)[1]
+        approximate = ", approximate" if kind in ("int8", "bf16") else ""
+        labels[name] = "harvest serve" + ("" if kind == "auto" else f", cpu_linear={kind}{approximate}")
     rows = []
-    with servers(("naive", model_dir, device), ("engine", model_dir, device, max_batch_tokens)) as (
-        naive,
-        engine,
-    ):
-        live = {"naive": naive, "engine": engine}
+    specs = [("naive", model_dir, device)]
+    specs += [("engine", model_dir, device, max_batch_tokens, n.split(":", 1)[1]) for n in engines]
+    with servers(*specs) as started:
+        live = dict(zip(["naive", *engines], started, strict=True))
         warm = {kind: _values(live[kind].url, bodies[:2]) for kind in live}  # warm-up
-        delta = max(abs(a - b) for a, b in zip(warm["naive"], warm["engine"], strict=True))
-        labels["engine"] += f" (max abs Δvalue vs naive {delta:.1e})"
+        for name in engines:
+            delta = max(abs(a - b) for a, b in zip(warm["naive"], warm[name], strict=True))
+            labels[name] += f" (max abs Δvalue vs naive {delta:.1e})"
+        order = [("naive", 0), *((n, 0) for n in engines), *((n, 1) for n in reversed(engines)), ("naive", 1)]
         start = 2
         for concurrency, n in levels.items():
             chunk = bodies[start : start + n]
@@ -378,7 +401,7 @@ def section_throughput(
             stats: dict[str, dict[str, Any]] = {
                 k: {"wall": 0.0, "latencies": [], "candidates": 0} for k in live
             }
-            for kind, half in (("naive", 0), ("engine", 0), ("engine", 1), ("naive", 1)):
+            for kind, half in order:
                 part = halves[half]
                 results, wall = asyncio.run(
                     drive(live[kind].url, "/v1/rerank", part, concurrency=concurrency)
@@ -390,7 +413,8 @@ def section_throughput(
             rate = {k: v["candidates"] / v["wall"] for k, v in stats.items()}
             for kind in live:
                 latencies = stats[kind]["latencies"]
-                vs = f"**{rate['engine'] / rate['naive']:.1f}x**" if kind == "engine" else "1x"
+                engine = kind != "naive"
+                vs = f"**{rate[kind] / rate['naive']:.1f}x**" if engine else "1x"
                 rows.append(
                     [
                         f"1. throughput, c={concurrency}, {n} tasks",
@@ -399,7 +423,7 @@ def section_throughput(
                         ms(pct(latencies, 50)),
                         ms(pct(latencies, 99)),
                         vs,
-                        "≥ 5x" if kind == "engine" else "",
+                        "≥ 5x" if engine else "",
                     ]
                 )
     return rows
@@ -716,6 +740,13 @@ def main() -> None:
         "--tokenizer", type=Path, default=None, help="tokenizer of the decoders (default: MiniLM's)"
     )
     parser.add_argument(
+        "--cpu-linear",
+        default=None,
+        help="section 1: one harvest server per cpu_linear kind, comma-separated (default on CPU: "
+        "torch,auto,int8: torch's own kernels as the naive server runs them, the service's default, and "
+        "the approximate int8; on CUDA: auto)",
+    )
+    parser.add_argument(
         "--json", type=Path, default=None, help="also write the rows here (rewritten after each section)"
     )
     args = parser.parse_args()
@@ -735,6 +766,7 @@ def main() -> None:
     model = args.model if args.model != "auto" else ("qwen3-4b" if device == "cuda" else "minilm")
     decoder = model if model.startswith("qwen3") else ("qwen3-4b" if device == "cuda" else "qwen3-small")
     max_batch_tokens = args.max_batch_tokens or (65536 if device == "cuda" else 8192)
+    cpu_linear = (args.cpu_linear or ("auto" if device == "cuda" else "torch,auto,int8")).split(",")
     max_length = args.max_length or (512 if args.tiny else 2048)
     if args.tiny:
         levels = {1: 2, 8: 4, 32: 8}
@@ -767,6 +799,7 @@ def main() -> None:
         "section_1_model": names[model],
         "section_2_model": names[decoder],
         "max_batch_tokens": max_batch_tokens,
+        "cpu_linear": cpu_linear,
         "tiny": args.tiny,
         "quick": args.quick,
     }
@@ -816,7 +849,12 @@ def main() -> None:
             run(
                 "1",
                 lambda: section_throughput(
-                    bodies, artefact(model), levels, device=device, max_batch_tokens=max_batch_tokens
+                    bodies,
+                    artefact(model),
+                    levels,
+                    device=device,
+                    max_batch_tokens=max_batch_tokens,
+                    cpu_linear=cpu_linear,
                 ),
             )
         if "2" in args.sections:
