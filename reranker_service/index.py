@@ -19,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from reranker_service.backends import Backend, ScoreInput
+from reranker_service.backends import Backend, Forwarded, Item, ScoreInput
 from reranker_service.engine.batching import plan_batches
 from trajectory_lake.dependencies import lazy_import
 
@@ -39,11 +41,23 @@ else:  # the service imports this module whether or not neighbours are on
     faiss = lazy_import("faiss", feature="the neighbour index (neighbors)")
     pl = lazy_import("polars", feature="the neighbour index (neighbors)")
 
-__all__ = ["Neighbor", "NeighborIndex", "build_index", "index_key", "index_versions", "load_or_build_index"]
+__all__ = [
+    "BuildCancelled",
+    "Neighbor",
+    "NeighborIndex",
+    "build_index",
+    "index_key",
+    "index_versions",
+    "load_or_build_index",
+]
 
 logger = logging.getLogger(__name__)
 
 _TABLES = ("candidates", "tasks", "outcomes")
+
+
+class BuildCancelled(Exception):
+    """An index build was stopped (its ``cancelled`` event was set) between two batches."""
 
 
 @dataclass(frozen=True)
@@ -201,6 +215,8 @@ def build_index(
     kind: str | None = "patch",
     max_batch_tokens: int = 16384,
     max_batch_size: int = 64,
+    forward: Callable[[Sequence[Item]], Forwarded] | None = None,
+    cancelled: threading.Event | None = None,
 ) -> NeighborIndex:
     """Embed the lake's candidates with ``backend`` and index them.
 
@@ -213,9 +229,14 @@ def build_index(
         kind: candidate kind to index (``None``: all).
         max_batch_tokens: token budget per forward pass.
         max_batch_size: candidates per forward pass.
+        forward: runs a batch through ``backend`` and returns its embeddings (the service passes one that
+            runs in its engine's model thread, so that the index and the requests never run the model at
+            once); default: ``backend.forward(items, embed=True)`` in the calling thread.
+        cancelled: when set, the build stops before its next batch.
 
     Raises:
         ValueError: the backend cannot embed.
+        BuildCancelled: ``cancelled`` was set.
     """
     if not backend.embeds:
         raise ValueError(f"backend {backend.info.label} does not return embeddings")
@@ -235,7 +256,11 @@ def build_index(
             groups=[it.group for it in prepared.items],
             padded=backend.padded,
         ):
-            embeddings = backend.forward([prepared.items[i] for i in batch], embed=True).embeddings
+            if cancelled is not None and cancelled.is_set():
+                raise BuildCancelled(f"the neighbour index build for {backend.info.label} was stopped")
+            chosen = [prepared.items[i] for i in batch]
+            out = forward(chosen) if forward is not None else backend.forward(chosen, embed=True)
+            embeddings = out.embeddings
             assert embeddings is not None
             if matrix.shape[1] == 0:
                 matrix = np.zeros((rows.height, embeddings.shape[1]), dtype=np.float32)
@@ -275,7 +300,7 @@ def load_or_build_index(
     versions: dict[str, int] | None = None,
     kind: str | None = "patch",
     directory: str | Path | None = None,
-    **options: int,
+    **options: Any,  # noqa: ANN401 - build_index's keyword arguments
 ) -> NeighborIndex:
     """:func:`build_index`, reusing the copy saved under ``directory`` when the inputs are the same."""
     versions = dict(versions) if versions is not None else index_versions(lake, version)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -22,11 +23,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from reranker_service.backends import Backend, ValueModelBackend
+from reranker_service.backends import Backend, Forwarded, Item, ValueModelBackend
 from reranker_service.engine import EngineResult, RerankEngine
 from reranker_service.exceptions import FeatureDisabledError, InvalidRequestError, ReloadFailedError
 from reranker_service.feedback import FeedbackRecorder, ServedLog, ServedRequest, served_candidates
-from reranker_service.index import Neighbor, NeighborIndex, index_versions, load_or_build_index
+from reranker_service.index import (
+    BuildCancelled,
+    Neighbor,
+    NeighborIndex,
+    index_versions,
+    load_or_build_index,
+)
 from reranker_service.metrics import ServiceMetrics
 from reranker_service.settings import Settings
 from trajectory_lake.paths import harvest_home
@@ -117,6 +124,8 @@ class _IndexState:
     building: asyncio.Task[None] | None = None
     error: str | None = None
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    #: set to stop the running build's thread (cancelling its task cannot stop a thread)
+    stop: threading.Event = field(default_factory=threading.Event)
     #: the lake versions every index of this deployment reads, fixed by the first build
     versions: dict[str, int] | None = None
     #: indexes built in this process, by model revision (a reload back to a model reuses its index)
@@ -217,6 +226,7 @@ class RerankService:
         for task in (self._poller, self._index.building):
             if task is not None:
                 task.cancel()
+        self._index.stop.set()  # a build's thread stops before its next batch
         self._poller = None
         await self.engine.stop()
         await asyncio.to_thread(self.served.close)  # writes what is still pending to the store
@@ -243,6 +253,12 @@ class RerankService:
         backend, lake, settings, state = self.backend, self.lake, self.settings, self._index
         if state.building is not None:
             state.building.cancel()  # its result would be for a replaced model
+        state.stop.set()  # and its thread stops before its next batch, letting the replaced model go
+        stop = state.stop = threading.Event()
+        engine = self.engine
+
+        def forward(items: Sequence[Item]) -> Forwarded:
+            return engine.run_in_model_thread(backend.forward, items, embed=True)
 
         async def build() -> None:
             state.error = None
@@ -262,7 +278,11 @@ class RerankService:
                     directory=settings.index_dir,
                     max_batch_tokens=settings.max_batch_tokens,
                     max_batch_size=settings.max_batch_size,
+                    forward=forward,
+                    cancelled=stop,
                 )
+            except BuildCancelled:
+                return
             except Exception as exc:
                 logger.exception("building the neighbour index failed")
                 self._index.error = type(exc).__name__

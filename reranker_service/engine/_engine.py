@@ -35,12 +35,12 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
@@ -58,6 +58,8 @@ from reranker_service.metrics import ServiceMetrics
 __all__ = ["EngineResult", "EngineStats", "RerankEngine"]
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -267,6 +269,24 @@ class RerankEngine:
             old.info.label,
         )
         return old
+
+    def run_in_model_thread(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:  # noqa: ANN401
+        """``fn(*args, **kwargs)`` in the model thread, between the batcher's batches, waiting for it.
+
+        For work that runs the model from another thread (the neighbour index build): one thread runs
+        the model, so batches never compete for the cores or the device. Never call it on the event loop.
+
+        Raises:
+            EngineNotReadyError: the engine is not running.
+        """
+        executor = self._executor
+        if executor is None:
+            raise EngineNotReadyError("the rerank engine is not running")
+        try:
+            future = executor.submit(fn, *args, **kwargs)
+        except RuntimeError as exc:  # stopped meanwhile: "cannot schedule new futures after shutdown"
+            raise EngineNotReadyError("the rerank engine stopped") from exc
+        return future.result()
 
     # -- scoring ----------------------------------------------------------------------------------
 

@@ -10,14 +10,20 @@ The real model on the real Lite lake is in ``test_real_model.py``.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import numpy as np
 import pytest
 
 from reranker_service import DummyBackend, NeighborIndex, ScoreInput, Settings, build_index, create_app
+from reranker_service.backends import Forwarded, Item
 from reranker_service.index import load_or_build_index
+from reranker_service.service import RerankService
+from tests.reranker_service._helpers import WAIT_S
 from trajectory_lake import Lake
 from trajectory_lake.feedback import Feedback, ServedCandidate, write_feedback
 
@@ -222,3 +228,48 @@ class TestReturnNeighbors:
                 json={"task": {"prompt": "t"}, "candidates": [{"content": "x"}], "return_neighbors": k},
             )
         assert response.status_code == 422
+
+
+class ForwardThreads(DummyBackend):
+    """Records the thread of every ``forward`` call."""
+
+    def __init__(self, name: str = "dummy", *, version: str = "0") -> None:
+        super().__init__(name, version=version)
+        self.threads: list[str] = []
+
+    def forward(self, items: Sequence[Item], *, embed: bool = False) -> Forwarded:
+        self.threads.append(threading.current_thread().name)
+        return super().forward(items, embed=embed)
+
+
+class TestIndexBuildAndServing:
+    def test_the_index_is_embedded_in_the_engines_model_thread(self, lake):
+        # One model thread: index batches and request batches must never run the model at the same
+        # time (CPU oversubscription, or a second activation footprint on the GPU).
+        backend = ForwardThreads()
+
+        async def run() -> None:
+            async with RerankService(Settings(lake=lake.uri, neighbors=True), backend) as service:
+                await service.wait_for_index(WAIT_S)
+                await service.rerank("t", ["x"])
+
+        asyncio.run(run())
+        assert len(backend.threads) == 3  # two prompts of history, one request
+        assert all(name.startswith("harvest-model") for name in backend.threads), backend.threads
+
+    def test_a_reload_stops_the_replaced_models_index_build(self, lake, slow_backend):
+        # The old model's build would otherwise embed the whole lake with a model nobody serves.
+        async def run() -> str:
+            settings = Settings(lake=lake.uri, neighbors=True)
+            loader = lambda ref: DummyBackend("new", version="2")  # noqa: E731
+            async with RerankService(settings, slow_backend, loader=loader) as service:
+                while not slow_backend.entered.is_set():  # its first index batch is in the model
+                    await asyncio.sleep(0.005)
+                await service.reload()
+                slow_backend.release.set()
+                index = await service.wait_for_index(WAIT_S)
+                await asyncio.sleep(0.3)  # time for the old build to take its next batch, if it would
+                return index.revision
+
+        assert asyncio.run(run()) == "dummy:new:2"
+        assert slow_backend.calls == 1  # of the two prompts of history, only the batch already running
