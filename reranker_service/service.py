@@ -501,10 +501,12 @@ class RerankService:
         previous = self.backend
         try:
             backend = await asyncio.to_thread(self.loader, reference)
-        except Exception:
+        except Exception as exc:
             logger.exception("reloading %s failed", reference)
+            # the error's kind, not its text: that may name paths or a tracking URI with credentials
             raise ReloadFailedError(
-                f"could not load {reference!r} (see the server log); {previous.info.label} keeps serving"
+                f"could not load {reference!r}: {type(exc).__name__} (details in the server log); "
+                f"{previous.info.label} keeps serving"
             ) from None
         self._pinned = None if reference == self.settings.model else reference
         if backend.info.cache_revision == previous.info.cache_revision:

@@ -238,6 +238,7 @@ class TestReload:
         assert response.status_code == 409
         assert response.json()["error"]["type"] == "reload_failed"
         assert "/srv/secret" not in response.text and "dummy/0 keeps serving" in response.text
+        assert "FileNotFoundError" in response.json()["error"]["message"]  # what kind of failure it was
         assert "/srv/secret/weights missing" in caplog.text
         assert after.status_code == 200 and after.json()["model"] == "dummy/0"
 
