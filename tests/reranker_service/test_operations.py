@@ -332,6 +332,9 @@ class TestDisconnect:
                     wait_for(lambda: engine.queue_depth == 1, "the request queueing")
                 # the socket is closed: the server notices, answers nobody, and cancels the queued job
                 wait_for(lambda: 'status="499"' in http.get("/metrics").text, "the disconnect being noticed")
+                # the model is still busy with the first request, and the queue is empty again
+                assert "harvest_queue_depth 0.0" in http.get("/metrics").text
+                assert 'harvest_rejected_total{reason="cancelled"} 1.0' in http.get("/metrics").text
             finally:
                 slow_backend.release.set()
             assert in_flight.result(WAIT_S).status_code == 200
