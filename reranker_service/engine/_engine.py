@@ -13,9 +13,11 @@ A request goes through four stages, none of them on the event loop's time:
    budget (:func:`~reranker_service.engine.batching.plan_batches`) and runs the model in a single
    model thread.
 
-A request whose caller went away (its future was cancelled: a client disconnect) is skipped, not
-computed. :meth:`RerankEngine.swap` replaces the model: requests already prepared for the old model
-finish on it, new ones go to the new one, nothing is dropped.
+A request whose caller went away (its future was cancelled: a client disconnect) leaves the queue at
+once, freeing its slot, and is not computed. A batch whose forward pass fails (or returns the wrong
+number of values) fails only the requests in it; a non-finite value fails only its request.
+:meth:`RerankEngine.swap` replaces the model: requests already prepared for the old model finish on it,
+new ones go to the new one, nothing is dropped.
 
 Examples:
     >>> import asyncio
