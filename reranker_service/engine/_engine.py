@@ -378,7 +378,11 @@ class RerankEngine:
         self.stats.candidates += n
         if self.metrics is not None:
             self.metrics.candidates.inc(n)
-        final, scores = backend.finalize(query.candidates, values, prompt=query.prompt)
+        finalize = partial(backend.finalize, query.candidates, values, prompt=query.prompt)
+        if _text_size(query, self.inline_prepare_chars) < self.inline_prepare_chars:
+            final, scores = finalize()
+        else:  # a joint scorer's features over a large set take long (quadratic in the candidates)
+            final, scores = await self._in_tokenizer_thread(finalize)
         return EngineResult(
             values=values,
             final=final,
@@ -402,14 +406,7 @@ class RerankEngine:
             if _text_size(query, self.inline_prepare_chars) < self.inline_prepare_chars:
                 prepared = backend.prepare(query)
             else:
-                try:
-                    prepared = await loop.run_in_executor(self._tokenizers, backend.prepare, query)
-                except asyncio.CancelledError:
-                    task = asyncio.current_task()
-                    if task is not None and not task.cancelling() and not self.ready:
-                        # stop() dropped the tokenizer thread's pending work: say so, as for queued jobs
-                        raise EngineNotReadyError("the rerank engine stopped") from None
-                    raise
+                prepared = await self._in_tokenizer_thread(partial(backend.prepare, query))
             if self.metrics is not None:
                 self.metrics.tokenize_duration.observe(time.perf_counter() - started)
             if self.max_request_tokens is not None and prepared.n_tokens > self.max_request_tokens:
@@ -445,6 +442,21 @@ class RerankEngine:
         finally:
             if not enqueued:
                 self._waiting -= 1
+
+    async def _in_tokenizer_thread(self, fn: Callable[[], T]) -> T:
+        """``fn()`` in a tokenizer thread (CPU work that must not stall the event loop).
+
+        Raises:
+            EngineNotReadyError: the engine stopped before the thread got to it.
+        """
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._tokenizers, fn)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and not task.cancelling() and not self.ready:
+                # stop() dropped the tokenizer thread's pending work: say so, as for queued jobs
+                raise EngineNotReadyError("the rerank engine stopped") from None
+            raise
 
     def _dequeue(self, job: _Job) -> None:
         """Stop counting ``job`` in the queue depth, and let the queue go of it (once, whoever gets there

@@ -523,13 +523,30 @@ class ThreadRecordingBackend(DummyBackend):
         self.threads.append(threading.current_thread().name)
         return super().prepare(query)
 
+    def finalize(
+        self, candidates: Sequence[str], values: np.ndarray, *, prompt: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        self.threads.append(threading.current_thread().name)
+        return super().finalize(candidates, values, prompt=prompt)
+
 
 class TestTokenizeOffTheLoop:
-    async def test_a_small_request_is_tokenized_on_the_loop(self):
+    async def test_a_small_request_is_tokenized_and_finalized_on_the_loop(self):
         backend = ThreadRecordingBackend()
         async with RerankEngine(backend) as engine:
             await engine.score("fix it", ["diff a"])
-        assert backend.threads == [threading.current_thread().name]
+        assert backend.threads == [threading.current_thread().name] * 2
+
+    async def test_a_large_request_is_finalized_in_a_thread_even_from_the_cache(self):
+        # A joint scorer's consensus features are quadratic in the candidates (~0.8 s for 256 patches):
+        # on the event loop they would stall every other request.
+        backend = ThreadRecordingBackend()
+        patches = [f"diff --git a/f{i}.py b/f{i}.py\n" + "+ line\n" * 50 for i in range(64)]
+        async with RerankEngine(backend) as engine:
+            await engine.score("fix it", patches)
+            await engine.score("fix it", patches)  # every candidate from the cache
+        assert len(backend.threads) == 3  # one prepare, two finalizes
+        assert all(name.startswith("harvest-tokenize") for name in backend.threads), backend.threads
 
     async def test_a_long_trajectory_is_tokenized_in_a_thread_however_short_the_rest(self):
         # Tokenizing a trajectory of megabytes on the event loop would stall every other request.
