@@ -361,6 +361,7 @@ class RerankEngine:
                 ),
                 embed=embed,
             )
+            keep = backend is self.backend  # a swap meanwhile: the old revision's keys never match again
             for j, i in enumerate(missing):
                 item = fresh.prepared.items[j]
                 found[i] = entry = CachedScore(
@@ -369,7 +370,8 @@ class RerankEngine:
                     n_tokens=item.n_tokens,
                     embedding=fresh.embeddings[j],
                 )
-                self.cache.put(keys[i], entry)
+                if keep:
+                    self.cache.put(keys[i], entry)
         entries = [f for f in found if f is not None]
         values = np.array([e.value for e in entries], dtype=np.float64)
         embeddings = np.stack([e.embedding for e in entries]) if embed and entries else None  # type: ignore[misc]

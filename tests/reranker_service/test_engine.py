@@ -580,6 +580,18 @@ class TestSwap:
         assert [r.model.label for r in results] == ["slow/0", "slow/0", "new/2"]
         assert engine.stats.failed == 0
 
+    async def test_scores_of_the_replaced_model_that_finish_after_the_swap_are_not_cached(self, slow_backend):
+        # They could never be served again (their keys carry the old revision); kept, they would only push
+        # the new model's entries out.
+        async with RerankEngine(slow_backend, max_queue=4) as engine:
+            in_flight, waiting = await busy_with_one_waiting(engine, slow_backend)
+            engine.swap(DummyBackend("new", version="2"))
+            slow_backend.release.set()
+            await asyncio.gather(in_flight, waiting)
+            assert len(engine.cache) == 0
+            await engine.score("task", ["first"])  # the new model's score is cached as usual
+            assert len(engine.cache) == 1
+
     async def test_the_replaced_model_is_freed_once_its_requests_are_answered(self):
         # A reload must give the old model's memory back even when no request follows it.
         old = DummyBackend("old")
