@@ -190,7 +190,9 @@ class TestEncoderIsScoredWhole:
 
 
 class TestIssueReadingCombiner:
-    async def test_the_engine_passes_the_task_prompt_to_a_combiner_that_reads_the_issue(self, encoder_artefact):
+    async def test_the_engine_passes_the_task_prompt_to_a_combiner_that_reads_the_issue(
+        self, encoder_artefact
+    ):
         # A combiner over the raw value and whether a patch touches a file the issue names: the served
         # (cached-values) path must hand it the request's prompt and give the naive joint scores.
         from value_model.consensus import Combiner
@@ -199,7 +201,8 @@ class TestIssueReadingCombiner:
         backend.scorer.combiner = Combiner(inputs=("value", "issue_files"), weights=(0.5, 2.0))
         prompt = "src/parse_3.py crashes on empty input"
         patches = [
-            f"diff --git a/src/parse_{i}.py b/src/parse_{i}.py\n--- a/src/parse_{i}.py\n+++ b/src/parse_{i}.py\n"
+            f"diff --git a/src/parse_{i}.py b/src/parse_{i}.py\n"
+            f"--- a/src/parse_{i}.py\n+++ b/src/parse_{i}.py\n"
             f"@@ -1,2 +1,4 @@\n def parse(text):\n+    if not text:  # {i}\n+        return Document()\n"
             for i in range(5)
         ]
