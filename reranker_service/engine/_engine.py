@@ -626,7 +626,7 @@ class RerankEngine:
                     continue
                 job.values[k] = values[row]
                 if out.embeddings is not None and job.embed:
-                    job.embeddings[k] = out.embeddings[row]
+                    job.embeddings[k] = out.embeddings[row].copy()  # a view would keep the whole batch
                 job.remaining -= 1
                 if job.remaining == 0 and not job.future.done():
                     job.future.set_result(None)

@@ -93,6 +93,20 @@ class BatchRecordingBackend(DummyBackend):
         return super().forward(items, embed=embed)
 
 
+class BatchArrays(DummyBackend):
+    """Keeps a weak reference to every batch's embeddings array."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrays: list[weakref.ref[np.ndarray]] = []
+
+    def forward(self, items: Sequence[Item], *, embed: bool = False) -> Forwarded:
+        out = super().forward(items, embed=embed)
+        if out.embeddings is not None:
+            self.arrays.append(weakref.ref(out.embeddings))
+        return out
+
+
 class _Payload:
     def __init__(self, prompt: str, candidate: str) -> None:
         self.texts = (prompt, candidate)
@@ -503,6 +517,16 @@ class TestScoreCache:
 
         assert result.cached == 0 and new.calls == 1
         assert result.model.name == "new"
+
+    async def test_a_cached_embedding_keeps_only_its_own_row_of_the_batch(self):
+        # A row view would keep the whole batch's [n, dim] array alive for as long as any one of its
+        # entries stays cached, and the cache's byte bound would count a row.
+        backend = BatchArrays()
+        async with RerankEngine(backend, cache_size=2) as engine:
+            await engine.score("p", ["a", "b", "c", "d"], embed=True)
+            gc.collect()
+            assert len(engine.cache) == 2
+            assert backend.arrays and all(ref() is None for ref in backend.arrays)
 
     async def test_cache_size_zero_always_calls_the_model(self):
         backend = DummyBackend()
