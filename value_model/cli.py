@@ -41,15 +41,21 @@ def _table(model: dict[str, float], baselines: dict[str, dict[str, float]],
 @click.option("--tracking-uri", default=None, help="MLflow tracking URI [default: $MLFLOW_TRACKING_URI or local store].")
 @click.option("--output-dir", type=click.Path(file_okay=False), default=None, help="Also keep the artefact here.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--resume", is_flag=False, flag_value="latest", default=None, metavar="[DIR|latest]",
+              help="Continue a run that stopped from a checkpoint: alone or 'latest', the newest in "
+                   "--checkpoint-dir (none yet: start afresh); else a checkpoint directory. The config and "
+                   "slice must be the run's.")
 @dataclass_options(TrainConfig)
 def train_command(
     lake_uri: str | None, storage_options: tuple[str, ...], config_path: str | None, slice_path: str | None,
     register: str | None,
-    alias: str, tracking_uri: str | None, output_dir: str | None, as_json: bool, **overrides: Any,  # noqa: ANN401
+    alias: str, tracking_uri: str | None, output_dir: str | None, as_json: bool, resume: str | None,
+    **overrides: Any,  # noqa: ANN401
 ) -> None:
     """Train a value model on the lake, log it to MLflow and register it.
 
     Data-parallel: ``torchrun --nproc_per_node N -m value_model train ...`` (rank 0 prints and registers).
+    With --checkpoint-dir a run checkpoints as it trains; the same command with --resume continues it.
     """
     from trajectory_lake.slices import load_spec
     from value_model._runtime import distributed_session
@@ -64,7 +70,8 @@ def train_command(
     try:
         with distributed_session(device=config.device) as runtime:
             report = train_from_lake(lake, config, register=register, alias=alias, tracking_uri=tracking_uri,
-                                     output_dir=output_dir, slice_spec=slice_spec, runtime=runtime)
+                                     output_dir=output_dir, slice_spec=slice_spec, runtime=runtime,
+                                     resume=resume)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     if report.registered is None:  # not rank 0 of a torchrun job

@@ -158,6 +158,11 @@ class TrainConfig:
         False, "Add each training task's reference solution (the dataset's gold patch or answer, "
         "tasks.reference) as one more positive example. Train split only: never validated on, never fed "
         "to the combiner. Not for kind=action.")
+    checkpoint_dir: str = _opt("", "Write checkpoints here (every checkpoint_every_steps steps and at each "
+                               "epoch's end), to resume a run that stopped (harvest train --resume). "
+                               "Empty: none.")
+    checkpoint_every_steps: int = _opt(0, "Also checkpoint every N optimizer steps (0: at epoch ends only).")
+    checkpoint_keep: int = _opt(2, "How many checkpoints to keep (the newest).")
     max_examples: int = _opt(0, "Cap on training examples (0 = all), for smoke runs.")
     threads: int = _opt(0, "torch CPU threads (0 = torch's default).")
 
@@ -216,6 +221,9 @@ class TrainConfig:
             problems.append(f"combiner_l2 must be > 0, got {self.combiner_l2}")
         if self.reference_positives and self.kind == "action":
             problems.append("reference_positives adds whole solutions: it does not apply to kind='action'")
+        if self.checkpoint_every_steps < 0 or self.checkpoint_keep < 1:
+            problems.append(f"checkpoint_every_steps must be >= 0 and checkpoint_keep >= 1, got "
+                            f"{self.checkpoint_every_steps} and {self.checkpoint_keep}")
         if self.max_examples < 0 or self.threads < 0:
             problems.append("max_examples and threads must be >= 0")
         if problems:

@@ -96,6 +96,7 @@ def train_from_lake(
     output_dir: str | Path | None = None,
     slice_spec: SliceSpec | None = None,
     runtime: Runtime | None = None,
+    resume: str | Path | None = None,
 ) -> TrainingReport:
     """Train a value model on a lake slice, log it to MLflow and register it.
 
@@ -108,8 +109,14 @@ def train_from_lake(
     Under ``torchrun`` every rank calls this: rank 0 resolves (and saves) the slice and the others
     use its manifest; all ranks train; only rank 0 saves, logs and registers.
 
+    With ``config.checkpoint_dir`` the run checkpoints as it trains, and ``resume`` (``"latest"`` or a
+    checkpoint directory, see :func:`~value_model.trainer.fit`) continues one that stopped; the
+    checkpoints carry the slice's content hash, so a run on another slice is refused. The run's
+    params name the checkpoint directory, its ``harvest.resumed_from`` tag the checkpoint it resumed.
+
     Raises:
-        ValueError: the slice holds no labelled candidates (or, for actions, no steps).
+        ValueError: the slice holds no labelled candidates (or, for actions, no steps), or ``resume``
+            names a checkpoint of another run (:class:`~value_model.checkpoint.CheckpointError`).
     """
     runtime = runtime or Runtime.current()
     spec = slice_spec or default_slice(config)
@@ -144,7 +151,8 @@ def train_from_lake(
                 train.get_column("task_id").n_unique(), len(val), val.get_column("task_id").n_unique())
     model, tokenizer = ValueModel.from_backbone(config.backbone, pooling=config.pooling,
                                                 dtype=backbone_dtype(config, runtime), seed=config.seed)
-    result = fit(model, tokenizer, train, val, config, steps=steps, runtime=runtime)
+    result = fit(model, tokenizer, train, val, config, steps=steps, runtime=runtime, resume=resume,
+                 data_id=manifest.content_hash)
     lineage = {
         "lake": lake.uri,
         "table_versions": manifest.versions,
@@ -157,6 +165,8 @@ def train_from_lake(
         "val_tasks": val.get_column("task_id").n_unique(),
         **({"steps_version": steps_version} if steps is not None else {}),
         **added,
+        **({"checkpoint_dir": config.checkpoint_dir} if config.checkpoint_dir else {}),
+        **({"resumed_from": result.resumed_from} if result.resumed_from else {}),
     }
     if not runtime.is_main:
         return TrainingReport(result=result, registered=None, model_dir=None, n_train=len(train), n_val=len(val),

@@ -38,6 +38,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -51,6 +52,14 @@ from transformers import get_linear_schedule_with_warmup
 from trajectory_lake.dependencies import lazy_import
 from value_model._runtime import Runtime, autocast, gather, resolve_device
 from value_model.batching import plan_epoch, rank_share
+from value_model.checkpoint import (
+    TrainerState,
+    data_digest,
+    fingerprint,
+    load_checkpoint,
+    resolve_resume,
+    save_checkpoint,
+)
 from value_model.config import TrainConfig
 from value_model.consensus import Combiner, consensus_features_by_task, cross_fitted_logits
 from value_model.data import StepsByTrajectory, contexts_of
@@ -94,6 +103,7 @@ class TrainResult:
         combined_metrics: the joint scorer's validation metrics, each task scored by a combiner
             fitted on the *other* validation tasks (:func:`~value_model.consensus.cross_fitted_logits`),
             so they are out-of-sample like the network's.
+        resumed_from: the checkpoint training continued from, if it did.
     """
 
     model: ValueModel
@@ -106,6 +116,7 @@ class TrainResult:
     val_values: np.ndarray | None = None
     combiner: Combiner | None = None
     combined_metrics: dict[str, float] = field(default_factory=dict)
+    resumed_from: str | None = None
 
 
 def _seed_everything(seed: int) -> None:
@@ -339,6 +350,8 @@ def fit(
     steps: StepsByTrajectory | None = None,
     log: LogFn | None = None,
     runtime: Runtime | None = None,
+    resume: str | Path | None = None,
+    data_id: str | None = None,
 ) -> TrainResult:
     """Train ``model`` on ``train`` and measure it on ``val``.
 
@@ -356,6 +369,11 @@ def fit(
         log: called on rank 0 with (metrics, step) after each epoch and at the end.
         runtime: this process's place in a data-parallel job (default: the initialised process
             group, else a world of one).
+        resume: continue from a checkpoint (:mod:`value_model.checkpoint`): ``"latest"`` (the newest
+            in ``config.checkpoint_dir``; none yet starts afresh), a checkpoint directory or a
+            directory of them. The run then trains what it would have without stopping.
+        data_id: an identity of the training data (a slice's content hash) stored in checkpoints and
+            compared on resume, besides the digest of the serialized examples.
 
     Returns:
         :class:`TrainResult` with validation metrics, baselines, the fitted calibration, the joint
@@ -364,6 +382,8 @@ def fit(
     Raises:
         ValueError: the training split is empty or too small for one step, the splits share a task,
             or context is asked for without ``steps``.
+        CheckpointError: ``resume`` names no checkpoint, or one written by a run with another config or
+            other data (a :class:`ValueError`).
     """
     if train.is_empty():
         raise ValueError("no training examples: ingest labelled candidates first (harvest ingest ...)")
@@ -441,6 +461,21 @@ def fit(
     )
     trainable = [p for group in optimizer.param_groups for p in group["params"]]
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
+    bootstrapped = targets is not None and config.td_lambda < 1  # the epoch's targets are then state
+    run_fingerprint = fingerprint(
+        config, data_id=data_id, micro_batches_per_step=micro_per_step,
+        data=data_digest([item.first, item.second, label, task, *extra] for item, label, task, *extra in zip(
+            items, labels.tolist(), task_ids,
+            *([train.get_column(c).to_list() for c in ("trajectory_id", "t", "value")] if targets is not None
+              else []), strict=True)),
+    )
+    state, resumed_from = TrainerState(), resolve_resume(resume, config.checkpoint_dir, runtime)
+    if resumed_from is not None:
+        state, saved_targets = load_checkpoint(resumed_from, fingerprint=run_fingerprint, model=model,
+                                               optimizer=optimizer, scheduler=scheduler, runtime=runtime,
+                                               sharded=fsdp)
+        if bootstrapped and state.epoch_step:
+            targets = saved_targets
     net: torch.nn.Module = model
     if runtime.distributed and not fsdp:
         # Encoders (BERT & co.) carry a pooler that value pooling never reads: DDP must then look for
@@ -451,16 +486,18 @@ def fit(
             find_unused_parameters=getattr(base, "pooler", None) is not None)
 
     started = time.monotonic()
-    step_losses: list[float] = []
-    step, epoch = 0, 0
+    step_losses = state.step_losses
+    step, epoch, done = state.step, state.epoch, state.epoch_step  # done: steps of this epoch's plan trained
     while step < total_steps:
-        if targets is not None and config.td_lambda < 1:
+        if bootstrapped and not done:
             current, _ = _predict(model, tokenizer, train, config, steps, runtime)
             targets = torch.tensor(td_targets_of(train, current, gamma=config.gamma, lam=config.td_lambda),
                                    dtype=torch.float32)
             model.train()
-        epoch_losses: list[float] = []
-        for global_step in plan(epoch):
+        epoch_plan = plan(epoch)
+        epoch_losses: list[float] = step_losses[len(step_losses) - done:]
+        for position in range(done, len(epoch_plan)):
+            global_step = epoch_plan[position]
             if step >= total_steps:
                 break
             denominators = _denominators(global_step, labels, groups, weights)
@@ -499,6 +536,17 @@ def fit(
             if step % 10 == 0 and runtime.is_main:
                 logger.info("step %d/%d loss %.4f (%.0fs)", step, total_steps, step_losses[-1],
                             time.monotonic() - started)
+            epoch_over = position == len(epoch_plan) - 1
+            every = config.checkpoint_every_steps
+            if config.checkpoint_dir and (epoch_over or step == total_steps or (every and step % every == 0)):
+                save_checkpoint(
+                    config.checkpoint_dir, state=TrainerState(step=step, epoch=epoch + epoch_over,
+                                                              epoch_step=0 if epoch_over else position + 1,
+                                                              step_losses=step_losses),
+                    fingerprint=run_fingerprint, model=model, optimizer=optimizer, scheduler=scheduler,
+                    targets=targets if bootstrapped else None, runtime=runtime, sharded=fsdp,
+                    keep=config.checkpoint_keep)
+        done = 0
         if log and runtime.is_main:
             log({"train_loss": float(np.mean(epoch_losses)) if epoch_losses else math.nan}, step)
         epoch += 1
@@ -533,4 +581,5 @@ def fit(
     return TrainResult(model=model, tokenizer=tokenizer, calibration=calibration, metrics=metrics,
                        baselines=baselines(val, train=train) if not val.is_empty() else {}, seconds=seconds,
                        step_losses=step_losses, val_values=val_values, combiner=combiner,
-                       combined_metrics=combined_metrics)
+                       combined_metrics=combined_metrics,
+                       resumed_from=str(resumed_from) if resumed_from else None)

@@ -1,0 +1,309 @@
+"""Checkpoint and resume: a run that stops and resumes from its last checkpoint trains exactly what a run
+that never stopped does; a checkpoint of another run, or a half-written one, is never resumed."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.value_model._ddp_worker import RECIPES
+from trajectory_lake import Lake
+from value_model.checkpoint import CheckpointError, find_checkpoint, list_checkpoints
+from value_model.config import TrainConfig
+from value_model.data import split_by_task
+from value_model.model import ValueModel
+from value_model.trainer import TrainResult, fit
+
+pytestmark = pytest.mark.slow
+
+
+class _Crash(Exception):
+    """Stands for the process dying right after a checkpoint was written."""
+
+
+def _synthetic(n_tasks: int) -> pl.DataFrame:
+    rows = [
+        {"task_id": f"t{t}", "prompt": f"issue number {t}", "content": f"diff {t}: {text}", "label": label}
+        for t in range(n_tasks)
+        for label, text in ((1.0, "correct fix keeps tests passing"), (0.0, "broken hack disables tests"))
+    ]
+    return pl.DataFrame(rows)
+
+
+def _crash_after_step(monkeypatch: pytest.MonkeyPatch, step: int) -> None:
+    """Make training die right after it checkpoints optimizer step ``step``."""
+    from value_model import trainer
+
+    real = trainer.save_checkpoint
+
+    def save_then_crash(directory, *, state, **kwargs):
+        path = real(directory, state=state, **kwargs)
+        if state.step == step:
+            raise _Crash(path)
+        return path
+
+    monkeypatch.setattr(trainer, "save_checkpoint", save_then_crash)
+
+
+def _fit(backbone: Path, train, val, config: TrainConfig, **kwargs) -> TrainResult:
+    model, tokenizer = ValueModel.from_backbone(str(backbone), seed=config.seed)
+    return fit(model, tokenizer, train, val, config, **kwargs)
+
+
+def _weights(result: TrainResult) -> dict[str, list[float]]:
+    return {name: p.detach().double().flatten().tolist() for name, p in result.model.named_parameters()}
+
+
+def _assert_same_training(resumed: TrainResult, straight: TrainResult) -> None:
+    assert resumed.step_losses == pytest.approx(straight.step_losses, rel=1e-6, abs=1e-6)
+    straight_weights, resumed_weights = _weights(straight), _weights(resumed)
+    assert resumed_weights.keys() == straight_weights.keys()
+    for name, values in straight_weights.items():
+        assert resumed_weights[name] == pytest.approx(values, rel=1e-6, abs=1e-6), name
+    assert resumed.val_values == pytest.approx(straight.val_values, rel=1e-6, abs=1e-6)
+
+
+@pytest.fixture
+def patches():
+    return split_by_task(_synthetic(12), val_fraction=0.25, seed=0)
+
+
+def _patch_config(backbone: Path, checkpoint_dir: Path, **changes) -> TrainConfig:
+    options = {
+        "max_length": 32,
+        "epochs": 2,
+        "batch_size": 4,
+        "learning_rate": 1e-3,
+        "head_learning_rate": 1e-2,
+        "warmup_ratio": 0.25,
+        "combiner": (),
+        "checkpoint_every_steps": 2,
+    }
+    return TrainConfig(backbone=str(backbone), checkpoint_dir=str(checkpoint_dir), **{**options, **changes})
+
+
+class TestResume:
+    @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+    def test_a_run_resumed_mid_epoch_trains_what_a_run_that_never_stopped_does(
+        self, lora, patches, tiny_encoder_dir, tmp_path, monkeypatch
+    ):
+        train, val = patches
+        options = {"lora_rank": 4, "lora_dropout": 0.1, "learning_rate": 1e-2} if lora else {}
+        straight = _fit(
+            tiny_encoder_dir, train, val, _patch_config(tiny_encoder_dir, tmp_path / "a", **options)
+        )
+        steps = len(straight.step_losses)
+        assert steps == 10 and straight.resumed_from is None  # 5 steps an epoch: step 2 is inside epoch 0
+
+        config = _patch_config(tiny_encoder_dir, tmp_path / "b", **options)
+        with monkeypatch.context() as patch:
+            _crash_after_step(patch, 2)
+            with pytest.raises(_Crash):
+                _fit(tiny_encoder_dir, train, val, config)
+        resumed = _fit(tiny_encoder_dir, train, val, config, resume="latest")
+        assert resumed.resumed_from == str(tmp_path / "b" / "step-00000002")
+        _assert_same_training(resumed, straight)
+
+    def test_resuming_bootstrapped_td_targets_mid_epoch_uses_the_epochs_own_targets(
+        self, agent_lake, tiny_decoder_dir, tmp_path, monkeypatch
+    ):
+        # TD(0.5) targets bootstrap from the model as it was when the epoch began: they are state
+        load, options = RECIPES["action"]
+        train, val, steps = load(Lake(agent_lake.uri))
+        config = TrainConfig(
+            backbone=str(tiny_decoder_dir),
+            learning_rate=1e-3,
+            warmup_ratio=0.0,
+            device="cpu",
+            checkpoint_every_steps=1,
+            **{**options, "epochs": 2.0},
+        )
+        straight = _fit(
+            tiny_decoder_dir, train, val, config.updated(checkpoint_dir=str(tmp_path / "a")), steps=steps
+        )
+        per_epoch = len(straight.step_losses) // 2
+        assert per_epoch >= 2
+        crashed = config.updated(checkpoint_dir=str(tmp_path / "b"))
+        with monkeypatch.context() as patch:
+            _crash_after_step(patch, per_epoch + 1)  # one step into the second epoch
+            with pytest.raises(_Crash):
+                _fit(tiny_decoder_dir, train, val, crashed, steps=steps)
+        assert (tmp_path / "b" / f"step-{per_epoch + 1:08d}" / "targets.pt").is_file()
+        resumed = _fit(tiny_decoder_dir, train, val, crashed, steps=steps, resume="latest")
+        _assert_same_training(resumed, straight)
+
+    def test_a_checkpoint_holds_the_state_and_only_the_newest_are_kept(
+        self, patches, tiny_encoder_dir, tmp_path
+    ):
+        train, val = patches
+        config = _patch_config(tiny_encoder_dir, tmp_path, lora_rank=4, checkpoint_keep=2)
+        _fit(tiny_encoder_dir, train, val, config)
+        kept = list_checkpoints(tmp_path)
+        assert [p.name for p in kept] == [
+            "step-00000008",
+            "step-00000010",
+        ]  # of 2, 4, 5 (epoch end), 6, 8, 10
+        last = kept[-1]
+        assert {p.name for p in last.iterdir()} == {
+            "trainer.json",
+            "model.pt",
+            "optimizer.pt",
+            "scheduler.pt",
+            "rng-0.pt",
+        }
+        meta = json.loads((last / "trainer.json").read_text())
+        assert (meta["step"], meta["epoch"], meta["epoch_step"], len(meta["step_losses"])) == (10, 2, 0, 10)
+        assert meta["fingerprint"]["config"]["learning_rate"] == config.learning_rate
+        import torch
+
+        saved = torch.load(last / "model.pt", weights_only=True)
+        assert saved and all(
+            "lora_" in name or name.startswith("head.") for name in saved
+        )  # not the frozen base
+
+    def test_a_finished_run_resumed_only_validates(self, patches, tiny_encoder_dir, tmp_path):
+        train, val = patches
+        config = _patch_config(tiny_encoder_dir, tmp_path)
+        straight = _fit(tiny_encoder_dir, train, val, config)
+        again = _fit(tiny_encoder_dir, train, val, config, resume="latest")
+        assert again.resumed_from == str(tmp_path / "step-00000010")
+        _assert_same_training(again, straight)
+
+    def test_resume_latest_with_no_checkpoint_yet_starts_afresh(self, patches, tiny_encoder_dir, tmp_path):
+        train, val = patches
+        result = _fit(
+            tiny_encoder_dir, train, val, _patch_config(tiny_encoder_dir, tmp_path / "new"), resume="latest"
+        )
+        assert result.resumed_from is None and len(result.step_losses) == 10
+
+
+class TestRefusals:
+    @pytest.fixture
+    def crashed(self, patches, tiny_encoder_dir, tmp_path, monkeypatch) -> TrainConfig:
+        train, val = patches
+        config = _patch_config(tiny_encoder_dir, tmp_path)
+        with monkeypatch.context() as patch:
+            _crash_after_step(patch, 2)
+            with pytest.raises(_Crash):
+                _fit(tiny_encoder_dir, train, val, config)
+        return config
+
+    def test_resuming_with_another_config_is_refused_naming_the_difference(
+        self, crashed, patches, tiny_encoder_dir
+    ):
+        train, val = patches
+        other = dataclasses.replace(crashed, learning_rate=2e-3)
+        with pytest.raises(CheckpointError, match=r"learning_rate = 0\.001 in the checkpoint, 0\.002 now"):
+            _fit(tiny_encoder_dir, train, val, other, resume="latest")
+
+    def test_resuming_on_other_data_is_refused(self, crashed, patches, tiny_encoder_dir):
+        train, val = patches
+        changed = train.with_columns(pl.col("content").str.replace("fix", "patch"))
+        with pytest.raises(CheckpointError, match="serialized training examples differ"):
+            _fit(tiny_encoder_dir, changed, val, crashed, resume="latest")
+        with pytest.raises(
+            CheckpointError, match=r"slice's content hash is None in the checkpoint, b2:x now"
+        ):
+            _fit(tiny_encoder_dir, train, val, crashed, resume="latest", data_id="b2:x")
+
+    def test_resuming_with_a_different_step_shape_is_refused(self, crashed, patches, tiny_encoder_dir):
+        train, val = patches
+        with pytest.raises(
+            CheckpointError, match=r"world_size x grad_accum_steps = 1 in the checkpoint, 2 now"
+        ):
+            _fit(
+                tiny_encoder_dir,
+                train,
+                val,
+                dataclasses.replace(crashed, grad_accum_steps=2),
+                resume="latest",
+            )
+
+    def test_where_checkpoints_go_may_change(self, crashed, patches, tiny_encoder_dir, tmp_path):
+        train, val = patches
+        moved = dataclasses.replace(
+            crashed, checkpoint_dir=str(tmp_path / "elsewhere"), checkpoint_keep=5, eval_batch_size=3
+        )
+        result = _fit(tiny_encoder_dir, train, val, moved, resume=crashed.checkpoint_dir)
+        assert result.resumed_from == str(Path(crashed.checkpoint_dir) / "step-00000002")
+        assert list_checkpoints(tmp_path / "elsewhere")  # it goes on checkpointing in the new place
+
+    def test_a_half_written_checkpoint_is_ignored_and_cleared(self, crashed, patches, tiny_encoder_dir):
+        train, val = patches
+        directory = Path(crashed.checkpoint_dir)
+        half = directory / ".tmp-step-00000003"
+        half.mkdir()
+        (half / "model.pt").write_bytes(b"cut short")
+        no_meta = directory / "step-00000005"  # renamed by hand, never completed: no trainer.json
+        no_meta.mkdir()
+        assert find_checkpoint("latest", directory) == directory / "step-00000002"
+        result = _fit(tiny_encoder_dir, train, val, crashed, resume="latest")
+        assert result.resumed_from == str(directory / "step-00000002")
+        assert not half.exists()  # the next save clears it
+
+    def test_resuming_a_path_without_a_checkpoint_is_refused(self, patches, tiny_encoder_dir, tmp_path):
+        train, val = patches
+        config = _patch_config(tiny_encoder_dir, tmp_path / "ckpt")
+        with pytest.raises(CheckpointError, match="no complete checkpoint at"):
+            _fit(tiny_encoder_dir, train, val, config, resume=str(tmp_path / "nothing"))
+        with pytest.raises(CheckpointError, match="set --checkpoint-dir"):
+            _fit(
+                tiny_encoder_dir, train, val, dataclasses.replace(config, checkpoint_dir=""), resume="latest"
+            )
+
+
+class TestCommand:
+    def test_harvest_train_resume_continues_the_run_and_tags_where_it_resumed(
+        self, lite_lake, tiny_encoder_dir, tmp_path, monkeypatch
+    ):
+        import mlflow
+        from click.testing import CliRunner
+
+        from trajectory_lake.cli import main
+
+        monkeypatch.setenv("HARVEST_HOME", str(tmp_path / "home"))
+        monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+        checkpoints = tmp_path / "ckpt"
+        args = [
+            "train",
+            "--lake",
+            lite_lake.uri,
+            "--backbone",
+            str(tiny_encoder_dir),
+            "--max-length",
+            "32",
+            "--epochs",
+            "1",
+            "--max-examples",
+            "16",
+            "--batch-size",
+            "8",
+            "--checkpoint-dir",
+            str(checkpoints),
+            "--json",
+        ]
+        first = CliRunner().invoke(main, args)
+        assert first.exit_code == 0, first.output
+        assert [p.name for p in list_checkpoints(checkpoints)] == ["step-00000002"]
+        run = mlflow.get_run(json.loads(first.stdout)["run_id"])
+        assert run.data.params["checkpoint_dir"] == str(checkpoints)
+        assert run.data.tags["harvest.checkpoint_dir"] == str(checkpoints)
+        assert "harvest.resumed_from" not in run.data.tags
+
+        again = CliRunner().invoke(main, [*args, "--resume"])  # alone: the latest checkpoint
+        assert again.exit_code == 0, again.output
+        tags = mlflow.get_run(json.loads(again.stdout)["run_id"]).data.tags
+        assert tags["harvest.resumed_from"] == str(checkpoints / "step-00000002")
+        metrics = [
+            {k: v for k, v in json.loads(out.stdout)["validation"].items() if k != "train_seconds"}
+            for out in (first, again)
+        ]
+        assert metrics[1] == pytest.approx(metrics[0], rel=1e-6)
+
+        other = CliRunner().invoke(main, [*args, "--resume", str(checkpoints), "--learning-rate", "0.01"])
+        assert other.exit_code != 0
+        assert "learning_rate = 3e-05 in the checkpoint, 0.01 now" in other.output

@@ -1,0 +1,362 @@
+"""Training checkpoints: everything a run needs to continue, bit for bit, after a crash.
+
+:func:`~value_model.trainer.fit` writes one with ``checkpoint_dir`` set, every ``checkpoint_every_steps``
+optimizer steps and at the end of each epoch, and continues from one with ``resume``. Layout::
+
+    <checkpoint_dir>/step-00000120/    one complete checkpoint, named by the optimizer steps it has done
+        trainer.json     {"format", "step", "epoch", "epoch_step", "step_losses", "world_size",
+                          "fingerprint": {"config", "data", "data_id", "micro_batches_per_step"}}
+        model.pt         the trainable weights: LoRA adapters + head, or every weight (one process, DDP)
+        optimizer.pt     the AdamW state (one process, DDP)
+        state/           instead of model.pt and optimizer.pt under FSDP: a torch.distributed.checkpoint
+                         directory of both, each rank writing its own shards
+        scheduler.pt     the learning-rate schedule's state
+        rng-<rank>.pt    each rank's python, numpy, torch CPU and CUDA RNG states
+        targets.pt       the running epoch's TD(λ) targets, when they bootstrap (td_lambda < 1) from the
+                         model as it was when the epoch began
+    <checkpoint_dir>/.tmp-step-00000130/   being written: renamed to step-00000130 once complete,
+                                           ignored (and removed by the next save) otherwise
+
+A checkpoint is written into a ``.tmp-`` directory and renamed when every file is in it, so a crash
+mid-write leaves the previous checkpoints intact and a half-written one is never read. The newest
+``checkpoint_keep`` are kept. Under ``torchrun`` every rank must see the same ``checkpoint_dir``
+(a shared filesystem when the ranks span machines): rank 0 writes the shared files, each rank its RNG
+states and, under FSDP, its shards.
+
+The ``fingerprint`` is what the run trains on: the config (less the options that do not change the
+weights: where checkpoints go, the device, threads, eval batch size), a digest of the serialized
+training examples, the slice's content hash when the run comes from a lake slice, and the micro-batches
+per step (``world_size x grad_accum_steps``: the number of ranks may change when their product does
+not). Resuming a checkpoint whose fingerprint differs is refused, naming what differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import re
+import shutil
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from value_model._runtime import Runtime, broadcast
+from value_model.config import TrainConfig
+
+__all__ = [
+    "CheckpointError",
+    "TrainerState",
+    "data_digest",
+    "find_checkpoint",
+    "fingerprint",
+    "list_checkpoints",
+    "load_checkpoint",
+    "resolve_resume",
+    "save_checkpoint",
+]
+
+logger = logging.getLogger(__name__)
+
+FORMAT = 1
+# options that change where and how fast a run goes, not the weights it trains
+_NOT_FINGERPRINTED = frozenset({"checkpoint_dir", "checkpoint_every_steps", "checkpoint_keep", "device",
+                                "threads", "eval_batch_size"})
+_STEP_DIR = re.compile(r"step-(\d+)")
+_TMP_PREFIX = ".tmp-"
+
+
+class CheckpointError(ValueError):
+    """Raised when a run cannot resume: no checkpoint where one was named, or one written by a run with
+    another config, other data or another number of micro-batches per step."""
+
+
+@dataclass
+class TrainerState:
+    """Where a run is: optimizer steps done, the epoch, the steps of its plan done, every step's loss."""
+
+    step: int = 0
+    epoch: int = 0
+    epoch_step: int = 0
+    step_losses: list[float] = field(default_factory=list)
+
+
+def data_digest(rows: Iterable[Any]) -> str:
+    """A ``b2:`` hash of the training rows (anything JSON can write), in order.
+
+    Examples:
+        >>> data_digest([["prompt", "patch", 1.0]]) == data_digest([["prompt", "patch", 1.0]])
+        True
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    for row in rows:
+        digest.update(json.dumps(row, sort_keys=True, ensure_ascii=False).encode())
+        digest.update(b"\n")
+    return "b2:" + digest.hexdigest()
+
+
+def fingerprint(
+    config: TrainConfig, *, data: str, data_id: str | None, micro_batches_per_step: int
+) -> dict[str, Any]:
+    """What a checkpoint must match to be resumed (see the module docstring)."""
+    values = {k: v for k, v in config.to_dict().items() if k not in _NOT_FINGERPRINTED}
+    return {"config": json.loads(json.dumps(values)), "data": data, "data_id": data_id,
+            "micro_batches_per_step": micro_batches_per_step}
+
+
+def _differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    out = []
+    for key in sorted(set(saved["config"]) | set(current["config"])):
+        old, new = saved["config"].get(key), current["config"].get(key)
+        if old != new:
+            out.append(f"{key} = {old!r} in the checkpoint, {new!r} now")
+    if saved["data_id"] != current["data_id"]:
+        out.append(f"the slice's content hash is {saved['data_id']} in the checkpoint, "
+                   f"{current['data_id']} now")
+    if saved["data"] != current["data"]:
+        out.append(f"the serialized training examples differ (digest {saved['data']} in the checkpoint, "
+                   f"{current['data']} now)")
+    if saved["micro_batches_per_step"] != current["micro_batches_per_step"]:
+        out.append(f"world_size x grad_accum_steps = {saved['micro_batches_per_step']} in the checkpoint, "
+                   f"{current['micro_batches_per_step']} now")
+    return out
+
+
+def list_checkpoints(directory: str | Path) -> list[Path]:
+    """The complete checkpoints under ``directory``, oldest first (``.tmp-`` directories are not)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in directory.iterdir()
+             if (m := _STEP_DIR.fullmatch(p.name)) and (p / "trainer.json").is_file()]
+    return [p for _, p in sorted(found)]
+
+
+def find_checkpoint(resume: str | Path, checkpoint_dir: str | Path | None) -> Path | None:
+    """The checkpoint that ``resume`` names.
+
+    Args:
+        resume: ``latest`` (the newest complete checkpoint in ``checkpoint_dir``), a checkpoint
+            (``.../step-00000120``), or a directory of them (its newest).
+        checkpoint_dir: the run's checkpoint directory (needed for ``latest``).
+
+    Returns:
+        The checkpoint's directory; ``None`` for ``latest`` when there is none yet (a fresh start), so
+        the same command both starts a run and resumes it.
+
+    Raises:
+        CheckpointError: ``latest`` without a checkpoint directory, or a path holding no checkpoint.
+    """
+    if str(resume) == "latest":
+        if not checkpoint_dir:
+            raise CheckpointError("resume = 'latest' looks in checkpoint_dir: set --checkpoint-dir, "
+                                  "or resume DIR")
+        found = list_checkpoints(checkpoint_dir)
+        return found[-1] if found else None
+    path = Path(resume)
+    if (path / "trainer.json").is_file():
+        return path
+    found = list_checkpoints(path)
+    if not found:
+        raise CheckpointError(f"no complete checkpoint at {path} (a step-NNNNNNNN directory holding "
+                              "trainer.json, or a directory of them)")
+    return found[-1]
+
+
+def _barrier(runtime: Runtime) -> None:
+    if runtime.distributed:
+        dist.barrier()
+
+
+def _trainable_names(model: torch.nn.Module) -> set[str]:
+    return {name for name, p in model.named_parameters() if p.requires_grad}
+
+
+def _rng_state() -> dict[str, Any]:
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state()  # the current device's: one per rank
+    return state
+
+
+def _set_rng_state(state: Mapping[str, Any]) -> None:
+    random.setstate(state["python"])
+    kind, keys, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+def _sharded_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+    weights, optim = get_state_dict(model, optimizer, options=StateDictOptions(ignore_frozen_params=True))
+    return {"model": weights, "optimizer": optim}
+
+
+def save_checkpoint(
+    directory: str | Path,
+    *,
+    state: TrainerState,
+    fingerprint: Mapping[str, Any],
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    targets: torch.Tensor | None,
+    runtime: Runtime,
+    sharded: bool,
+    keep: int,
+) -> Path:
+    """Write a checkpoint of ``state`` atomically into ``directory``; every rank calls it.
+
+    Args:
+        directory: the run's checkpoint directory (created when missing).
+        state: where the run is (the checkpoint is named by ``state.step``).
+        fingerprint: :func:`fingerprint` of the run.
+        model: the model being trained (not a DDP wrapper; the FSDP-sharded one under FSDP).
+        optimizer: its optimizer; scheduler: its learning-rate schedule.
+        targets: the running epoch's TD targets when they are state (bootstrapped), else ``None``.
+        runtime: this process's place in the job.
+        sharded: whether the model is sharded (FSDP): each rank then writes its shards through
+            ``torch.distributed.checkpoint``.
+        keep: how many checkpoints to keep (the newest).
+
+    Returns:
+        The checkpoint's directory.
+    """
+    directory = Path(directory)
+    final = directory / f"step-{state.step:08d}"
+    tmp = directory / f"{_TMP_PREFIX}{final.name}"
+    if runtime.is_main:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    _barrier(runtime)
+    if sharded:
+        import torch.distributed.checkpoint as dcp
+
+        dcp.save(_sharded_state(model, optimizer), checkpoint_id=tmp / "state")
+    elif runtime.is_main:
+        trainable = _trainable_names(model)
+        torch.save({k: v for k, v in model.state_dict().items() if k in trainable}, tmp / "model.pt")
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save(_rng_state(), tmp / f"rng-{runtime.rank}.pt")
+    if runtime.is_main:
+        torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+        if targets is not None:
+            torch.save(targets, tmp / "targets.pt")
+        meta = {"format": FORMAT, "step": state.step, "epoch": state.epoch, "epoch_step": state.epoch_step,
+                "step_losses": state.step_losses, "world_size": runtime.world_size, "sharded": sharded,
+                "fingerprint": dict(fingerprint)}
+        # last: a checkpoint holding it is whole
+        (tmp / "trainer.json").write_text(json.dumps(meta, indent=1))
+    _barrier(runtime)
+    if runtime.is_main:
+        if final.exists():  # the same step again (resumed from an older checkpoint): the new one replaces it
+            old = directory / f"{_TMP_PREFIX}old-{final.name}"
+            shutil.rmtree(old, ignore_errors=True)
+            final.rename(old)
+            shutil.rmtree(old)
+        tmp.rename(final)
+        for stale in list_checkpoints(directory)[:-keep]:
+            shutil.rmtree(stale)
+        for half in directory.glob(f"{_TMP_PREFIX}*"):  # left by a crash while writing
+            shutil.rmtree(half, ignore_errors=True)
+        logger.info("checkpoint %s (step %d, epoch %d)", final, state.step, state.epoch)
+    _barrier(runtime)
+    return final
+
+
+def load_checkpoint(
+    path: str | Path,
+    *,
+    fingerprint: Mapping[str, Any],
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    runtime: Runtime,
+    sharded: bool,
+) -> tuple[TrainerState, torch.Tensor | None]:
+    """Restore a checkpoint into ``model``, ``optimizer``, ``scheduler`` and the RNGs; every rank calls it.
+
+    Returns:
+        Where the run was, and the TD targets of its running epoch when it saved them.
+
+    Raises:
+        CheckpointError: the checkpoint's fingerprint differs from ``fingerprint`` (the message names
+            each difference), or it was written sharded (FSDP) and this run is not, or the reverse.
+    """
+    path = Path(path)
+    meta = json.loads((path / "trainer.json").read_text())
+    if meta.get("format") != FORMAT:
+        raise CheckpointError(f"{path} has checkpoint format {meta.get('format')!r}; "
+                              f"this trainer reads {FORMAT}")
+    problems = _differences(meta["fingerprint"], fingerprint)
+    if meta["sharded"] != sharded:
+        written = "sharded (FSDP)" if meta["sharded"] else "whole (one process or DDP)"
+        problems.append(f"it was written {written}, and this run trains {'sharded' if sharded else 'whole'}")
+    if problems:
+        raise CheckpointError(f"cannot resume from {path}, it was written by another run: "
+                              + "; ".join(problems)
+                              + ". Resume with the checkpoint's settings, or start afresh in another "
+                              "checkpoint_dir")
+    if sharded:
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+        saved = _sharded_state(model, optimizer)
+        dcp.load(saved, checkpoint_id=path / "state")
+        frozen = any(not p.requires_grad for p in model.parameters())
+        set_state_dict(model, optimizer, model_state_dict=saved["model"], optim_state_dict=saved["optimizer"],
+                       options=StateDictOptions(ignore_frozen_params=True, strict=not frozen))
+    else:
+        weights = torch.load(path / "model.pt", map_location="cpu", weights_only=True)
+        trainable = _trainable_names(model)
+        if set(weights) != trainable:
+            raise CheckpointError(f"{path} holds weights of other parameters than this model trains "
+                                  f"(e.g. {sorted(set(weights) ^ trainable)[:3]})")
+        model.load_state_dict(weights, strict=False)
+        optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=True))
+    scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
+    mine = path / f"rng-{runtime.rank}.pt"
+    # another number of ranks: each micro-batch reseeds from its place in the step, so rank 0's states do
+    _set_rng_state(torch.load(mine if mine.is_file() else path / "rng-0.pt", weights_only=True))
+    targets_file = path / "targets.pt"
+    targets = torch.load(targets_file, weights_only=True) if targets_file.is_file() else None
+    state = TrainerState(step=meta["step"], epoch=meta["epoch"], epoch_step=meta["epoch_step"],
+                         step_losses=[float(x) for x in meta["step_losses"]])
+    if runtime.is_main:
+        logger.info("resumed from %s: step %d, epoch %d (+%d steps)", path, state.step, state.epoch,
+                    state.epoch_step)
+    return state, targets
+
+
+def resolve_resume(resume: str | Path | None, checkpoint_dir: str | None, runtime: Runtime) -> Path | None:
+    """:func:`find_checkpoint` on rank 0, the same answer on every rank (``None`` without ``resume``)."""
+    if not resume:
+        return None
+    found, problem = None, None
+    if runtime.is_main:
+        try:
+            found = find_checkpoint(resume, checkpoint_dir)
+        except CheckpointError as exc:  # raised on every rank, so none waits for the others
+            problem = str(exc)
+    found, problem = broadcast(runtime, (str(found) if found else None, problem))
+    if problem:
+        raise CheckpointError(problem)
+    if found is None:
+        if runtime.is_main:
+            logger.info("no checkpoint in %s yet: training from the start", checkpoint_dir)
+        return None
+    return Path(found)
