@@ -2,7 +2,9 @@
 
 Run under ``torchrun`` (``python -m torch.distributed.run --standalone --nproc_per_node 2 <this file> ...``),
 where each recipe trains twice, replicated (DDP) and sharded (FSDP), or called in-process as the
-single-process reference; either way rank 0 writes ``<out>/<name>-<parallel>.json``.
+single-process reference; either way rank 0 writes ``<out>/<name>-<parallel>.json``. Under ``torchrun``
+each recipe is then trained again with checkpoints, stopped after its first step and resumed:
+``<out>/<name>-<parallel>-resumed.json``.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ import polars as pl
 import torch
 
 from trajectory_lake import Lake
+from value_model import trainer
 from value_model._runtime import Runtime, distributed_session
 from value_model.config import TrainConfig
 from value_model.data import load_action_examples, load_examples
 from value_model.model import ValueModel
-from value_model.trainer import fit
+from value_model.trainer import TrainResult, fit
 
 EMPTY = pl.DataFrame(schema={"task_id": pl.String, "prompt": pl.String, "content": pl.String, "label": pl.Float32})
 
@@ -51,18 +54,49 @@ RECIPES = {
 }
 
 
+class Crash(Exception):
+    """Stands for the job dying right after it wrote a checkpoint."""
+
+
 def run(name: str, lake: Path, backbone: Path, out: Path, *, grad_accum_steps: int, runtime: Runtime,
-        parallel: str = "ddp") -> None:
+        parallel: str = "ddp", checkpoint_dir: Path | None = None) -> None:
+    """Train recipe ``name`` and write what the tests compare; with ``checkpoint_dir``, stop after the
+    first step's checkpoint, resume in a fresh model and write ``<name>-<parallel>-resumed.json``."""
     load, options = RECIPES[name]
     train, val, steps = load(Lake(lake))
     config = TrainConfig(backbone=str(backbone), grad_accum_steps=grad_accum_steps, learning_rate=1e-3,
                          warmup_ratio=0.0, device="cpu", parallel=parallel, **options)
-    model, tokenizer = ValueModel.from_backbone(config.backbone, seed=config.seed)
-    result = fit(model, tokenizer, train, val, config, steps=steps, runtime=runtime)
+
+    def train_once(config: TrainConfig, **kwargs: Any) -> TrainResult:
+        model, tokenizer = ValueModel.from_backbone(config.backbone, seed=config.seed)
+        return fit(model, tokenizer, train, val, config, steps=steps, runtime=runtime, **kwargs)
+
+    suffix = ""
+    if checkpoint_dir is None:
+        result = train_once(config)
+    else:
+        config = config.updated(checkpoint_dir=str(checkpoint_dir / f"{name}-{parallel}"),
+                                checkpoint_every_steps=1)
+        save = trainer.save_checkpoint
+
+        def save_then_crash(*args: Any, **kwargs: Any) -> Path:
+            save(*args, **kwargs)
+            raise Crash
+
+        trainer.save_checkpoint = save_then_crash  # type: ignore[assignment]
+        try:
+            train_once(config)
+        except Crash:
+            pass
+        finally:
+            trainer.save_checkpoint = save
+        result = train_once(config, resume="latest")
+        assert result.resumed_from is not None and result.resumed_from.endswith("step-00000001")
+        suffix = "-resumed"
     if runtime.is_main:
         backbone_norm = sum(float(p.detach().double().pow(2).sum()) for p in result.model.backbone.parameters())
         out.mkdir(parents=True, exist_ok=True)
-        (out / f"{name}-{parallel}.json").write_text(json.dumps({
+        (out / f"{name}-{parallel}{suffix}.json").write_text(json.dumps({
             "world_size": runtime.world_size,
             "head": result.model.head.weight.detach().flatten().tolist() + result.model.head.bias.detach().tolist(),
             "backbone_norm": backbone_norm,
@@ -86,6 +120,9 @@ def main(argv: list[str]) -> None:
                 parallel=parallel)
             run("action", args.agent_lake, args.backbone, args.out, grad_accum_steps=1, runtime=runtime,
                 parallel=parallel)
+            for name, lake in (("patch", args.lite_lake), ("action", args.agent_lake)):
+                run(name, lake, args.backbone, args.out, grad_accum_steps=1, runtime=runtime,
+                    parallel=parallel, checkpoint_dir=args.out / "checkpoints")
 
 
 if __name__ == "__main__":

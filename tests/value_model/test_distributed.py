@@ -77,3 +77,22 @@ def test_a_cuda_process_group_also_reduces_cpu_tensors(monkeypatch):
     with distributed_session(device="cpu"):
         pass
     assert calls["init"]["backend"] in ("gloo", "cpu:gloo")  # a CPU job: gloo alone, as before
+
+
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
+@pytest.mark.parametrize("recipe", ["patch", "action"])
+def test_two_ranks_stopped_and_resumed_from_a_checkpoint_train_what_they_do_straight(recipe, parallel,
+                                                                                     ddp_results):
+    """DDP: rank 0 writes the weights and AdamW state; FSDP: each rank writes its shards through
+    torch.distributed.checkpoint (with the action recipe's LoRA: the adapters and head, not the frozen
+    base)."""
+    straight = json.loads((ddp_results / f"{recipe}-{parallel}.json").read_text())
+    resumed = json.loads((ddp_results / f"{recipe}-{parallel}-resumed.json").read_text())
+    assert resumed["step_losses"] == pytest.approx(straight["step_losses"], rel=1e-6, abs=1e-6)
+    assert resumed["head"] == pytest.approx(straight["head"], rel=1e-6, abs=1e-6)
+    assert resumed["backbone_norm"] == pytest.approx(straight["backbone_norm"], rel=1e-6)
+    assert resumed["val_values"] == pytest.approx(straight["val_values"], rel=1e-6, abs=1e-6)
+    checkpoint = ddp_results / "checkpoints" / f"{recipe}-{parallel}"
+    files = {p.name for p in max(checkpoint.glob("step-*")).iterdir()}
+    assert {"rng-0.pt", "rng-1.pt", "trainer.json", "scheduler.pt"} <= files
+    assert ("state" in files) == (parallel == "fsdp") and ("model.pt" in files) == (parallel == "ddp")
