@@ -69,8 +69,24 @@ class TestRecipes:
         monkeypatch.setenv("HARVEST_MODELS", "/models")
         config = load_config(REPO_ROOT / "configs" / "qwen3-4b.toml")
         assert config.backbone == "/models/Qwen3-4B"
-        assert (config.pooling, config.max_length, config.precision) == ("last", 32768, "bf16")
+        assert (config.pooling, config.max_length) == ("last", 32768)
         assert config.lora_rank > 0 and config.gradient_checkpointing and config.include_context
+
+    def test_the_qwen3_recipe_trains_in_bf16_on_gpus_and_in_float32_on_a_cpu_smoke_run(self):
+        # precision = "bf16" meant bf16 on the CPU too (a frozen bf16 backbone, bf16 autocast); "auto" does
+        # bf16 on CUDA only
+        import contextlib
+
+        import torch
+
+        from value_model._runtime import autocast
+        from value_model.trainer import backbone_dtype
+
+        config = load_config(REPO_ROOT / "configs" / "qwen3-4b.toml", backbone="/models/Qwen3-4B")
+        cpu = config.updated(device="cpu")
+        assert backbone_dtype(cpu) is None
+        assert isinstance(autocast(cpu.precision, torch.device("cpu")), contextlib.nullcontext)
+        assert backbone_dtype(config.updated(device="cuda")) == torch.bfloat16
 
     def test_the_qwen3_recipe_on_its_8_gpus_has_micro_batches_where_pairs_meet(self):
         # its pairwise term compares a task's candidates inside one micro-batch; with 1 sequence per
