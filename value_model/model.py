@@ -58,9 +58,33 @@ def resolve_backbone(name: str) -> Path:
 
 
 def is_decoder(config: PretrainedConfig) -> bool:
-    """Whether a backbone config is a causal decoder (pooled on the last token)."""
+    """Whether a backbone config is a causal decoder (pooled on the last token).
+
+    A directory may hold a base model (``architectures = ["Gemma3TextModel"]``, or none) rather than a
+    causal-LM checkpoint, so the architectures alone do not tell. A config is a decoder when it says so
+    (``is_decoder``, as an encoder family set up as a decoder does), when it was saved from a causal LM
+    (``...ForCausalLM``, ``...LMHeadModel``), or when its model type has a causal-LM class in
+    transformers but no masked-LM one: encoder families (BERT, RoBERTa, ...) have both, decoders
+    (Qwen3, Qwen3.5, Gemma 3, Llama, ...) only the causal one.
+
+    Examples:
+        >>> from transformers import BertConfig, Gemma3TextConfig
+        >>> is_decoder(Gemma3TextConfig()), is_decoder(BertConfig())
+        (True, False)
+    """
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    if getattr(config, "is_decoder", False):
+        return True
     architectures = getattr(config, "architectures", None) or []
-    return config.model_type in _DECODER_TYPES or any(a.endswith("ForCausalLM") for a in architectures)
+    if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures):
+        return True
+    kind = config.model_type
+    causal_only = kind in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and kind not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    return kind in _DECODER_TYPES or causal_only
 
 
 class ValueModel(nn.Module):

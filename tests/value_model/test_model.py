@@ -29,6 +29,36 @@ class TestBackbones:
         assert (encoder.pooling, decoder.pooling) == ("mean", "last")
         assert is_decoder(decoder.backbone.config) and not is_decoder(encoder.backbone.config)
 
+    @pytest.mark.parametrize(("name", "options", "decoder"), [
+        # base-model directories of newer decoders: no ForCausalLM architecture to go by
+        ("Gemma3TextConfig", {}, True),
+        ("Gemma3TextConfig", {"architectures": ["Gemma3TextModel"]}, True),
+        ("Qwen3_5TextConfig", {}, True),
+        ("Qwen3_5Config", {"architectures": ["Qwen3_5Model"]}, True),
+        ("Qwen3Config", {"architectures": ["Qwen3ForSequenceClassification"]}, True),
+        ("GPT2Config", {"architectures": ["GPT2LMHeadModel"]}, True),
+        # encoders, including families that also have a causal-LM class
+        ("BertConfig", {}, False),
+        ("BertConfig", {"architectures": ["BertForMaskedLM"]}, False),
+        ("XLMRobertaConfig", {"architectures": ["XLMRobertaModel"]}, False),
+        ("ModernBertConfig", {}, False),
+        ("BertConfig", {"is_decoder": True}, True),  # BERT set up as a decoder
+    ])
+    def test_decoders_are_told_from_encoders_by_their_config_alone(self, name, options, decoder):
+        import transformers
+
+        assert is_decoder(getattr(transformers, name)(**options)) is decoder
+
+    def test_a_base_gemma3_text_model_directory_pools_on_the_last_token(self, tmp_path, minilm_tokenizer):
+        from transformers import AutoModel, Gemma3TextConfig
+
+        config = Gemma3TextConfig(vocab_size=minilm_tokenizer.vocab_size, hidden_size=32, intermediate_size=64,
+                                  num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, head_dim=16)
+        AutoModel.from_config(config).save_pretrained(tmp_path)  # architectures: ["Gemma3TextModel"]
+        minilm_tokenizer.save_pretrained(tmp_path)
+        model, _ = ValueModel.from_backbone(str(tmp_path))
+        assert model.pooling == "last"
+
 
 class TestPaddingInvariance:
     @pytest.mark.parametrize("fixture", ["tiny_encoder_dir", "tiny_decoder_dir"])
