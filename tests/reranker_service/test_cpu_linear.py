@@ -19,6 +19,7 @@ from torch import nn
 from reranker_service import ScoreInput, Settings, ValueModelBackend, create_app
 from reranker_service.backends._cpu_linear import (
     CPU_LINEAR_KINDS,
+    Int8Linear,
     PackedLinear,
     onednn_available,
     resolve_cpu_linear,
@@ -129,6 +130,22 @@ class TestApproximateKernels:
         # within a small share of the spread of the candidates' values (random weights: a spread of ~1)
         np.testing.assert_allclose(values, expected, rtol=0, atol=share * np.ptp(expected))
         assert nn.Linear not in set(linears(backend))
+
+    @pytest.mark.parametrize("bias", [True, False])
+    def test_int8_linear_is_within_two_percent_of_the_float_layer_for_every_token(self, bias):
+        torch.manual_seed(0)
+        linear = nn.Linear(96, 40, bias=bias)
+        x = torch.randn(3, 7, 96) * torch.logspace(-3, 3, 7)[None, :, None]  # tokens of very different size
+        x[0, 0] = 0  # a zero row (padding): no division by zero
+        expected = linear(x).detach()
+
+        out = Int8Linear(linear)(x)
+
+        assert out.shape == expected.shape and out.dtype == torch.float32
+        error = (out - expected).norm(dim=-1) / expected.norm(dim=-1)
+        # per-token scales: a token 1000x smaller than another is as exact as it
+        assert float(error.flatten()[1:].max()) < 0.02
+        torch.testing.assert_close(out[0, 0], expected[0, 0])
 
     @pytest.mark.parametrize("kind", ["int8", "bf16"])
     def test_an_approximate_kind_is_reported_and_changes_the_revision(self, encoder_artefact, kind):
