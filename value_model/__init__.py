@@ -2,10 +2,12 @@
 
 Public surface: :class:`TrainConfig`, :class:`ValueModel`, :class:`Scorer` (with the joint scorer,
 :class:`Combiner`, over :func:`consensus_features` of a task's candidate set), the data helpers
-(:func:`load_examples`, :func:`split_by_task`), :func:`fit`, the metrics, the evaluation suite
+(:func:`load_examples`, :func:`split_by_task`), :func:`fit` (checkpointing and resuming through
+:mod:`value_model.checkpoint`), the metrics, the evaluation suite
 (:func:`evaluate_scores`, :class:`EvaluationReport`), and the MLflow helpers.
 """
 
+from value_model.checkpoint import CheckpointError
 from value_model.config import Objectives, TrainConfig, load_config
 from value_model.consensus import Combiner, consensus_features
 from value_model.data import Examples, load_action_examples, load_examples, load_steps, split_by_task
@@ -27,6 +29,7 @@ from value_model.trainer import TrainResult, fit
 
 __all__ = [
     "Calibration",
+    "CheckpointError",
     "Combiner",
     "EvaluationOptions",
     "EvaluationReport",

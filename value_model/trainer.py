@@ -18,7 +18,11 @@ How a step is computed (the same on one process and under ``torchrun``):
    masks for it on whichever rank runs it (and different ones on different ranks);
 5. for the ``td`` objective, targets are λ-returns of the trajectory's final outcome
    (:func:`td_targets_of`); with ``td_lambda < 1`` they bootstrap from the model's own values,
-   recomputed at the start of every epoch.
+   recomputed at the start of every epoch;
+6. with ``config.checkpoint_dir``, every ``checkpoint_every_steps`` steps and each epoch's end are
+   checkpointed (:mod:`value_model.checkpoint`), and ``fit(..., resume=...)`` continues from one: the
+   plan, the per-micro-batch seeds and the restored state make the rest of the run what it would have
+   been without the stop.
 
 Several ranks share the model by ``config.parallel``: ``ddp`` replicates it (DistributedDataParallel);
 ``fsdp`` shards parameters, gradients and optimizer state over the ranks (FSDP2 ``fully_shard``, one
