@@ -335,6 +335,14 @@ def _micro_batch_seed(seed: int, step: int, index: int) -> int:
     return int.from_bytes(digest, "little") >> 1
 
 
+def _data_digest(items: Sequence[Serialized], train: pl.DataFrame, *, td: bool) -> str:
+    """A digest of what training reads of each example: its serialized texts, label and task (and, for TD
+    targets, its place in its trajectory and the trajectory's outcome)."""
+    columns = ["label", "task_id", *(("trajectory_id", "t", "value") if td else ())]
+    return data_digest([item.first, item.second, *row]
+                       for item, row in zip(items, train.select(columns).iter_rows(), strict=True))
+
+
 def _denominators(step: Sequence[Sequence[int]], labels: torch.Tensor, groups: torch.Tensor,
                   weights: Mapping[str, float]) -> dict[str, float]:
     n = float(sum(len(batch) for batch in step))
@@ -466,13 +474,10 @@ def fit(
     trainable = [p for group in optimizer.param_groups for p in group["params"]]
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
     bootstrapped = targets is not None and config.td_lambda < 1  # the epoch's targets are then state
-    run_fingerprint = fingerprint(
-        config, data_id=data_id, micro_batches_per_step=micro_per_step,
-        data=data_digest([item.first, item.second, label, task, *extra] for item, label, task, *extra in zip(
-            items, labels.tolist(), task_ids,
-            *([train.get_column(c).to_list() for c in ("trajectory_id", "t", "value")] if targets is not None
-              else []), strict=True)),
-    )
+    run_fingerprint: dict[str, Any] = {}
+    if config.checkpoint_dir or resume:
+        run_fingerprint = fingerprint(config, data=_data_digest(items, train, td=targets is not None),
+                                      data_id=data_id, micro_batches_per_step=micro_per_step)
     state, resumed_from = TrainerState(), resolve_resume(resume, config.checkpoint_dir, runtime)
     if resumed_from is not None:
         state, saved_targets = load_checkpoint(resumed_from, fingerprint=run_fingerprint, model=model,
@@ -543,10 +548,11 @@ def fit(
             epoch_over = position == len(epoch_plan) - 1
             every = config.checkpoint_every_steps
             if config.checkpoint_dir and (epoch_over or step == total_steps or (every and step % every == 0)):
+                # at an epoch's end, the next epoch begins (its TD targets are recomputed on resuming)
+                place = TrainerState(step=step, epoch=epoch + 1 if epoch_over else epoch,
+                                     epoch_step=0 if epoch_over else position + 1, step_losses=step_losses)
                 save_checkpoint(
-                    config.checkpoint_dir, state=TrainerState(step=step, epoch=epoch + epoch_over,
-                                                              epoch_step=0 if epoch_over else position + 1,
-                                                              step_losses=step_losses),
+                    config.checkpoint_dir, state=place,
                     fingerprint=run_fingerprint, model=model, optimizer=optimizer, scheduler=scheduler,
                     targets=targets if bootstrapped else None, runtime=runtime, sharded=fsdp,
                     keep=config.checkpoint_keep)
