@@ -26,8 +26,9 @@ states and, under FSDP, its shards.
 The ``fingerprint`` is what the run trains on: the config (less the options that do not change the
 weights: where checkpoints go, the device, threads, eval batch size), a digest of the serialized
 training examples, the slice's content hash when the run comes from a lake slice, and the micro-batches
-per step (``world_size x grad_accum_steps``: the number of ranks may change when their product does
-not). Resuming a checkpoint whose fingerprint differs is refused, naming what differs.
+per step (``world_size x grad_accum_steps``: a job may resume on another number of ranks with the
+accumulation that keeps their product, e.g. 8 GPUs x 1 as 4 x 2; not an FSDP job on one process,
+which trains unsharded). Resuming a checkpoint whose fingerprint differs is refused, naming what differs.
 """
 
 from __future__ import annotations
@@ -66,8 +67,9 @@ logger = logging.getLogger(__name__)
 
 FORMAT = 1
 # options that change where and how fast a run goes, not the weights it trains
+# (nor grad_accum_steps alone: the fingerprint holds world_size x grad_accum_steps, the step's shape)
 _NOT_FINGERPRINTED = frozenset({"checkpoint_dir", "checkpoint_every_steps", "checkpoint_keep", "device",
-                                "threads", "eval_batch_size"})
+                                "threads", "eval_batch_size", "grad_accum_steps"})
 _STEP_DIR = re.compile(r"step-(\d+)")
 _TMP_PREFIX = ".tmp-"
 

@@ -59,9 +59,10 @@ class Crash(Exception):
 
 
 def run(name: str, lake: Path, backbone: Path, out: Path, *, grad_accum_steps: int, runtime: Runtime,
-        parallel: str = "ddp", checkpoint_dir: Path | None = None) -> None:
-    """Train recipe ``name`` and write what the tests compare; with ``checkpoint_dir``, stop after the
-    first step's checkpoint, resume in a fresh model and write ``<name>-<parallel>-resumed.json``."""
+        parallel: str = "ddp", checkpoint_dir: Path | None = None, resume: Path | None = None) -> None:
+    """Train recipe ``name`` (from checkpoint ``resume`` if given) and write what the tests compare; with
+    ``checkpoint_dir``, stop after the first step's checkpoint, resume in a fresh model and write
+    ``<name>-<parallel>-resumed.json``."""
     load, options = RECIPES[name]
     train, val, steps = load(Lake(lake))
     config = TrainConfig(backbone=str(backbone), grad_accum_steps=grad_accum_steps, learning_rate=1e-3,
@@ -73,7 +74,7 @@ def run(name: str, lake: Path, backbone: Path, out: Path, *, grad_accum_steps: i
 
     suffix = ""
     if checkpoint_dir is None:
-        result = train_once(config)
+        result = train_once(config, resume=resume)
     else:
         config = config.updated(checkpoint_dir=str(checkpoint_dir / f"{name}-{parallel}"),
                                 checkpoint_every_steps=1)

@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import REPO_ROOT
 from tests.value_model._ddp_worker import run
 from value_model._runtime import Runtime
+from value_model.checkpoint import list_checkpoints
 
 pytestmark = pytest.mark.slow
 
@@ -96,3 +97,18 @@ def test_two_ranks_stopped_and_resumed_from_a_checkpoint_train_what_they_do_stra
     files = {p.name for p in max(checkpoint.glob("step-*")).iterdir()}
     assert {"rng-0.pt", "rng-1.pt", "trainer.json", "scheduler.pt"} <= files
     assert ("state" in files) == (parallel == "fsdp") and ("model.pt" in files) == (parallel == "ddp")
+
+
+@pytest.mark.parametrize("recipe", ["patch", "action"])
+def test_a_two_rank_checkpoint_resumes_on_one_process_accumulating_the_same_micro_batches(
+    recipe, ddp_results, lite_lake, agent_lake, tiny_decoder_dir, tmp_path
+):
+    """A job that lost a machine goes on with fewer ranks and more accumulation (same step shape)."""
+    before_last = list_checkpoints(ddp_results / "checkpoints" / f"{recipe}-ddp")[0]
+    lake = Path(lite_lake.uri if recipe == "patch" else agent_lake.uri)
+    run(recipe, lake, tiny_decoder_dir, tmp_path, grad_accum_steps=2, runtime=Runtime(), resume=before_last)
+    one = json.loads((tmp_path / f"{recipe}-ddp.json").read_text())
+    two = json.loads((ddp_results / f"{recipe}-ddp.json").read_text())
+    assert one["step_losses"] == pytest.approx(two["step_losses"], rel=1e-4, abs=1e-6)
+    assert one["head"] == pytest.approx(two["head"], rel=1e-4, abs=1e-6)
+    assert one["val_values"] == pytest.approx(two["val_values"], abs=1e-5)
