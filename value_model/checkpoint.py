@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import random
 import re
 import shutil
@@ -180,6 +181,14 @@ def _trainable_names(model: torch.nn.Module) -> set[str]:
     return {name for name, p in model.named_parameters() if p.requires_grad}
 
 
+def _flush(tree: Path) -> None:
+    """Flush every file under ``tree`` to disk, so the rename that publishes it never outruns its data."""
+    for path in tree.rglob("*"):
+        if path.is_file():
+            with path.open("rb+") as handle:
+                os.fsync(handle.fileno())
+
+
 def _rng_state() -> dict[str, Any]:
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
     state: dict[str, Any] = {
@@ -265,6 +274,7 @@ def save_checkpoint(
         (tmp / "trainer.json").write_text(json.dumps(meta, indent=1))
     _barrier(runtime)
     if runtime.is_main:
+        _flush(tmp)
         if final.exists():  # the same step again (resumed from an older checkpoint): the new one replaces it
             old = directory / f"{_TMP_PREFIX}old-{final.name}"
             shutil.rmtree(old, ignore_errors=True)

@@ -165,6 +165,24 @@ class TestResume:
             "lora_" in name or name.startswith("head.") for name in saved
         )  # not the frozen base
 
+    def test_every_file_is_flushed_to_disk_before_the_checkpoint_is_published(
+        self, patches, tiny_encoder_dir, tmp_path, monkeypatch
+    ):
+        # a machine that dies after the rename must not leave a named checkpoint whose data never hit disk
+        import os
+
+        from value_model import checkpoint
+
+        flushed = []
+        monkeypatch.setattr(
+            checkpoint.os, "fsync", lambda fd: flushed.append(os.readlink(f"/proc/self/fd/{fd}"))
+        )
+        train, val = patches
+        _fit(tiny_encoder_dir, train, val, _patch_config(tiny_encoder_dir, tmp_path, epochs=0.2))  # 1 step
+        (published,) = list_checkpoints(tmp_path)
+        tmp = tmp_path / f".tmp-{published.name}"
+        assert sorted(flushed) == sorted(str(tmp / p.name) for p in published.iterdir())
+
     def test_a_finished_run_resumed_only_validates(self, patches, tiny_encoder_dir, tmp_path):
         train, val = patches
         config = _patch_config(tiny_encoder_dir, tmp_path)
