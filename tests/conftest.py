@@ -7,6 +7,7 @@ where a missing data set is a broken checkout and fails the run instead of passi
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -47,6 +48,24 @@ def lite_lake(shared_data: Path, tmp_path_factory: pytest.TempPathFactory):  # n
     lake = Lake(tmp_path_factory.mktemp("lite-lake"))
     ingest([shared_data / "swebench-lite"], lake)
     return lake
+
+
+@pytest.fixture(scope="session")
+def lite_candidate_sets(shared_data: Path) -> list[tuple[str, list[str]]]:
+    """(issue, non-empty patches) of the first 40 real SWE-bench Lite tasks (by id) with at least two
+    patches: long issues and patches, read straight from the files (no lake)."""
+    lite = shared_data / "swebench-lite"
+    prompts = {}
+    for line in (lite / "tasks.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        prompts[row["instance_id"]] = row["problem_statement"]
+    patches: dict[str, list[str]] = {}
+    for path in sorted((lite / "candidates").glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            if (row.get("model_patch") or "").strip() and row["instance_id"] in prompts:
+                patches.setdefault(row["instance_id"], []).append(row["model_patch"])
+    return [(prompts[i], ps) for i, ps in sorted(patches.items()) if len(ps) >= 2][:40]
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,9 @@ within one call: send a task's candidates together.
 
 from __future__ import annotations
 
+import copy
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,7 +93,8 @@ def predict_values(
 
     Args:
         model: the value model.
-        tokenizer: its tokenizer.
+        tokenizer: its tokenizer, which no other thread may call meanwhile (a fast tokenizer's truncation
+            and padding settings are shared state): a scorer's :meth:`Scorer.thread_tokenizer`.
         prompts: task prompts.
         candidates: candidate texts.
         max_length: token budget per example.
@@ -160,6 +163,22 @@ class Scorer:
     info: dict[str, Any] = field(default_factory=dict)
     batch_size: int = 32
     combiner: Combiner | None = None
+    _local: threading.local = field(default_factory=threading.local, init=False, repr=False, compare=False)
+
+    def thread_tokenizer(self) -> Any:  # noqa: ANN401 - a transformers tokenizer
+        """This thread's copy of :attr:`tokenizer`, made on first use (again if ``tokenizer`` is replaced).
+
+        A Hugging Face fast tokenizer keeps its truncation and padding settings in state that every call
+        rewrites, so threads sharing one tokenize with each other's settings (the serializer then counts
+        tokens cut or padded for another call and raises "max_length=... is too small", or cuts from wrong
+        counts). Everything that tokenizes for a scorer (:meth:`score`, the MLflow pyfunc, the reranker
+        service's backend) tokenizes with this, so one scorer can be shared by threads; :attr:`tokenizer`
+        itself is never called.
+        """
+        local = self._local
+        if getattr(local, "source", None) is not self.tokenizer:
+            local.tokenizer, local.source = copy.deepcopy(self.tokenizer), self.tokenizer
+        return local.tokenizer
 
     @classmethod
     def from_directory(cls, directory: str | Path, *, device: str = "cpu") -> Scorer:
@@ -176,11 +195,12 @@ class Scorer:
         """Score every candidate of one task, after the same trajectory ``context`` (steps) if given.
 
         The candidates are scored jointly when the model has a combiner (see :meth:`combine`), so
-        pass all of a task's candidates in one call.
+        pass all of a task's candidates in one call. Threads may share a scorer (see
+        :meth:`thread_tokenizer`).
         """
         options = self.info.get("serialize", {})
         values, truncated = predict_values(
-            self.model, self.tokenizer, [prompt] * len(candidates), list(candidates),
+            self.model, self.thread_tokenizer(), [prompt] * len(candidates), list(candidates),
             max_length=self.max_length, batch_size=self.batch_size,
             contexts=[context] * len(candidates) if context else None,
             context_steps=int(options.get("context_steps", 8)),

@@ -53,6 +53,9 @@ class HarvestValueModel(mlflow.pyfunc.PythonModel):
         the reranker scores a request (a model with a joint scorer weighs each candidate against the
         others), so the scores equal ``Scorer.score(prompt, candidates, context=steps)``. A model
         trained with trajectory context scores a row without one on the task and candidate alone.
+        MLflow's scoring server runs concurrent requests in worker threads (``asyncio.to_thread``), so each
+        thread tokenizes with its own copy of the tokenizer (see
+        :meth:`~value_model.inference.Scorer.thread_tokenizer`).
         """
         import json
 
@@ -63,7 +66,7 @@ class HarvestValueModel(mlflow.pyfunc.PythonModel):
         options = self.scorer.info.get("serialize", {})
         contexts = [json.loads(p.context) if p.context else None for p in model_input]
         values, _ = predict_values(
-            self.scorer.model, self.scorer.tokenizer, [p.prompt for p in model_input],
+            self.scorer.model, self.scorer.thread_tokenizer(), [p.prompt for p in model_input],
             [p.candidate for p in model_input], max_length=self.scorer.max_length,
             contexts=contexts if any(contexts) else None, context_steps=int(options.get("context_steps", 8)),
             include_reasoning=bool(options.get("include_reasoning", False)),
