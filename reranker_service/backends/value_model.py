@@ -16,11 +16,9 @@ ways and are always scored whole.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import inspect
 import itertools
-import threading
 from collections.abc import Hashable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -104,7 +102,6 @@ class ValueModelBackend(Backend):
         self._pad_id = scorer.tokenizer.pad_token_id or 0
         self._device = next(model.parameters()).device
         self._prefix_memo: tuple[Hashable, list[tuple[torch.Tensor, torch.Tensor]]] | None = None
-        self._local = threading.local()
 
     @classmethod
     def load(
@@ -160,20 +157,10 @@ class ValueModelBackend(Backend):
 
     # -- prepare (tokenizer threads) --------------------------------------------------------------
 
-    def _tokenizer(self) -> Any:  # noqa: ANN401 - a transformers tokenizer
-        """This thread's copy of the tokenizer.
-
-        A Hugging Face fast tokenizer keeps its truncation settings in state that every call rewrites,
-        so threads sharing one tokenize with each other's settings (the serializer then miscounts and
-        raises, or cuts from wrong counts): each tokenizer thread gets its own copy, made on first use.
-        """
-        tokenizer = getattr(self._local, "tokenizer", None)
-        if tokenizer is None:
-            tokenizer = self._local.tokenizer = copy.deepcopy(self.scorer.tokenizer)
-        return tokenizer
-
     def prepare(self, query: ScoreInput) -> Prepared:
-        tokenizer = self._tokenizer()
+        # this tokenizer thread's own copy: threads sharing a fast tokenizer tokenize with each other's
+        # truncation and padding settings (see Scorer.thread_tokenizer)
+        tokenizer = self.scorer.thread_tokenizer()
         candidates = list(query.candidates)
         n = len(candidates)
         cut = [False] * n
