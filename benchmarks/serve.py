@@ -49,8 +49,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import copy
-import dataclasses
 import json
 import os
 import signal
@@ -174,7 +172,6 @@ def _server_main(argv: Sequence[str]) -> None:
         from value_model import Scorer
 
         scorer = Scorer.from_directory(argv[2], device=device)
-        local = threading.local()
         app = FastAPI()
 
         @app.post("/v1/rerank")
@@ -183,11 +180,8 @@ def _server_main(argv: Sequence[str]) -> None:
             contents = [c["content"] for c in body["candidates"]]
 
             def one_by_one() -> list[float]:  # one forward pass per candidate, no batching
-                # the same model, but a tokenizer per thread: threads sharing a Hugging Face fast
-                # tokenizer tokenize with each other's truncation settings (and the serializer raises)
-                if not hasattr(local, "scorer"):
-                    local.scorer = dataclasses.replace(scorer, tokenizer=copy.deepcopy(scorer.tokenizer))
-                return [float(local.scorer.score(prompt, [c]).values[0]) for c in contents]
+                # request threads share the scorer (it tokenizes with a tokenizer copy per thread)
+                return [float(scorer.score(prompt, [c]).values[0]) for c in contents]
 
             values = await asyncio.to_thread(one_by_one)
             return {
