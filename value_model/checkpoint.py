@@ -355,20 +355,33 @@ def load_checkpoint(
 
 
 def resolve_resume(resume: str | Path | None, checkpoint_dir: str | None, runtime: Runtime) -> Path | None:
-    """:func:`find_checkpoint` on rank 0, the same answer on every rank (``None`` without ``resume``)."""
-    if not resume:
+    """:func:`find_checkpoint` on rank 0, the same answer on every rank (``None`` without ``resume``).
+
+    Raises:
+        CheckpointError: as :func:`find_checkpoint`; or, without ``resume``, ``checkpoint_dir`` already
+            holds checkpoints (a fresh run there would see its own pruned as older than theirs, and a
+            later ``resume="latest"`` would pick up theirs).
+    """
+    if not resume and not checkpoint_dir:
         return None
     found, problem = None, None
     if runtime.is_main:
         try:
-            found = find_checkpoint(resume, checkpoint_dir)
+            if resume:
+                found = find_checkpoint(resume, checkpoint_dir)
+            elif existing := list_checkpoints(str(checkpoint_dir)):
+                raise CheckpointError(
+                    f"{checkpoint_dir} already holds checkpoints of a run (newest: {existing[-1].name}): "
+                    "continue it with resume (harvest train --resume), or start afresh in another "
+                    "checkpoint_dir"
+                )
         except CheckpointError as exc:  # raised on every rank, so none waits for the others
             problem = str(exc)
     found, problem = broadcast(runtime, (str(found) if found else None, problem))
     if problem:
         raise CheckpointError(problem)
     if found is None:
-        if runtime.is_main:
+        if resume and runtime.is_main:
             logger.info("no checkpoint in %s yet: training from the start", checkpoint_dir)
         return None
     return Path(found)

@@ -210,6 +210,23 @@ class TestRefusals:
                 _fit(tiny_encoder_dir, train, val, config)
         return config
 
+    def test_a_fresh_run_in_a_directory_holding_checkpoints_is_refused(
+        self, crashed, patches, tiny_encoder_dir
+    ):
+        # Started there without resume, a run's first checkpoint (step 2) sat below the earlier run's and was
+        # pruned or replaced, and resume="latest" then continued the earlier run instead.
+        train, val = patches
+
+        def saved() -> list[tuple[str, str]]:
+            found = list_checkpoints(crashed.checkpoint_dir)
+            return [(p.name, (p / "trainer.json").read_text()) for p in found]
+
+        before = saved()
+        other = dataclasses.replace(crashed, learning_rate=2e-3)
+        with pytest.raises(CheckpointError, match=r"already holds checkpoints .*step-00000002.*resume"):
+            _fit(tiny_encoder_dir, train, val, other)
+        assert saved() == before
+
     def test_resuming_with_another_config_is_refused_naming_the_difference(
         self, crashed, patches, tiny_encoder_dir
     ):
