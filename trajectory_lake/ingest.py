@@ -74,6 +74,13 @@ PART_BYTES = 128 << 20
 # StagedAppend, committed at once with the rest): delta-rs holds part of what one write gets until its
 # commit, and writing as the ingest goes keeps that from adding up at the end.
 WRITE_CHUNK_BYTES = 256 << 20
+# The reader processes read this much input ahead of the parent (and at least two files each, at most
+# _READ_AHEAD_FILES files each): the parent's own work comes in bursts (a staging every 16 MB, a part
+# written to Delta every 256 MiB of rows, which takes seconds) and the readers keep reading through them,
+# where a window of two files each left them idle. Only files read and not yet taken are held (their
+# Arrow rows, less than their input), so this bounds the memory read-ahead adds, whatever the input.
+READ_AHEAD_BYTES = 128 << 20
+_READ_AHEAD_FILES = 32
 _HASH_CHUNK = 8 << 20
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Tables written per ingest, in this order (parents before children only for readability: ids make
@@ -449,7 +456,8 @@ def _read_members(
     """Each member with what reading it gives, in ``members`` order (bundles packed with ``stamp``).
 
     With ``processes > 1`` files are read by a pool of forked processes, a bounded window ahead of the
-    consumer (so memory holds a few files' rows, not the input's); the parent only merges. A file
+    consumer (:data:`READ_AHEAD_BYTES` of input, at least two files per process: memory holds that much
+    of the rows, not the input's); the parent only merges. A file
     larger than ``lazy_bytes`` that is read whole (its records are not independent lines, so it has no
     parts) is read here instead, lazily, and its records come in batches: a reader would hand over
     all of its rows at once.
@@ -476,14 +484,22 @@ def _read_members(
     # A forked reader starts with every object of this process. gc.freeze leaves those out of its garbage
     # collections, which would walk them all (and copy the pages they touch) as it builds its rows: the
     # reader's own young objects are all there is to collect.
+    ahead = 0  # input bytes of the files in the window that readers read (a lazy one is read here)
+
+    def full() -> bool:
+        return len(window) >= _READ_AHEAD_FILES * processes or (
+            len(window) >= 2 * processes and ahead >= READ_AHEAD_BYTES)
+
     with ProcessPoolExecutor(max_workers=processes, mp_context=context, initializer=gc.freeze) as pool:
         try:
             for member in members:
                 group, source, adapter = member
                 window.append((member, None if lazy(member)
                                else pool.submit(_read_member, source, adapter, group, stamp)))
-                while len(window) >= 2 * processes or (window and member is members[-1]):
+                ahead += 0 if lazy(member) else source.size
+                while full() or (window and member is members[-1]):
                     done, future = window.popleft()
+                    ahead -= 0 if future is None else done[1].size
                     yield done, (_read_lazily(done[1], done[2], done[0], lazy_bytes, stamp) if future is None
                                  else eager(future.result(), done[1]))
         finally:

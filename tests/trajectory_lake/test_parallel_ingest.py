@@ -5,13 +5,14 @@ from __future__ import annotations
 import gc
 import importlib
 import os
+import time
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 from trajectory_lake import Lake, ingest
-from trajectory_lake.adapters import SourceFile
+from trajectory_lake.adapters import RunGroup, SourceFile, detect, run_dir_of
 
 from ._helpers import DATA_TABLES, comparable_rows, unreconciled
 
@@ -158,3 +159,53 @@ def test_reader_processes_leave_the_objects_they_inherit_out_of_their_collection
     assert len(frozen) == 2 and os.getpid() not in map(int, frozen)  # both readers, neither this process
     assert min(frozen.values()) > 10_000  # the modules and state they were forked with
     assert gc.get_freeze_count() == 0  # this process's collections are as they were
+
+
+def _read_member_noting_it(source, adapter, group, stamp):
+    """``ingest._read_member``, noting that the source was read (a module-level function: the pool pickles it
+    by name)."""
+    ingest_module = importlib.import_module("trajectory_lake.ingest")
+    (Path(os.environ["HARVEST_TEST_READ_NOTES"]) / source.path.parent.name).touch()
+    return ingest_module._read_member.__wrapped__(source, adapter, group, stamp)
+
+
+def _notes_once_settled(notes: Path, expected: int) -> set[str]:
+    """The files the readers have read, once ``expected`` of them are (or after 30 s), and a moment more
+    for any read beyond."""
+    deadline = time.monotonic() + 30
+    while len(list(notes.iterdir())) < expected and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.3)
+    return {note.name for note in notes.iterdir()}
+
+
+@pytest.mark.parametrize("ahead_files", [12, 5])
+def test_readers_read_ahead_while_the_parent_is_busy(tmp_path, monkeypatch, ahead_files):
+    # The parent stages every 16 MB and writes a part to Delta every 256 MiB of rows (seconds, in one
+    # burst); readers allowed only two files ahead each sat idle through it. They read on while the files
+    # read and not taken are under READ_AHEAD_BYTES of input (12 files here, or 5 with the bound lowered).
+    ingest_module = importlib.import_module("trajectory_lake.ingest")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    _read_member_noting_it.__wrapped__ = ingest_module._read_member
+    monkeypatch.setattr(ingest_module, "_read_member", _read_member_noting_it)
+    monkeypatch.setenv("HARVEST_TEST_READ_NOTES", str(notes))
+    members = []
+    for index in range(12):
+        path = tmp_path / f"run-{index:02d}" / "preds.jsonl"
+        path.parent.mkdir()
+        path.write_text(f'{{"instance_id": "a__b-{index:02d}", "model_patch": "diff"}}\n')
+        source = SourceFile(path=path)
+        members.append((RunGroup(key=run_dir_of(path)), source, detect(source, [])))
+    monkeypatch.setattr(ingest_module, "READ_AHEAD_BYTES", ahead_files * members[0][1].size)
+    read = ingest_module._read_members(members, 2, lazy_bytes=1 << 20, stamp={"ingest_id": "x"})
+
+    first, batches = next(read)  # the parent takes the first file's rows and is busy with them
+    try:
+        assert first is members[0] and len(list(batches)) == 1
+        assert _notes_once_settled(notes, ahead_files) == {f"run-{index:02d}" for index in range(ahead_files)}
+        rest = [(member, list(batches)) for member, batches in read]
+    finally:
+        read.close()
+    assert [member for member, _ in rest] == members[1:]  # still in input order
+    assert all(len(items) == 1 for _, batches in rest for items, _, _ in batches)
