@@ -87,7 +87,9 @@ class ServedLog:
         path: a SQLite file that also keeps the last ``max_requests`` requests, so that they resolve
             after a restart (``None``: memory only). Several instances may share one file. Requests are
             written to it by a thread of the log's own, so :meth:`add` never waits for the file (for
-            another instance's write, a checkpoint, a trim); :meth:`close` writes what is pending.
+            another instance's write, a checkpoint, a trim); :meth:`close` writes what is pending. Requests
+            waiting to be written are bounded by ``max_requests`` and ``max_bytes`` too (the oldest are
+            dropped, with a warning, when the file falls that far behind).
     """
 
     _TRIM_EVERY = 256  # adds between deletions of the store's oldest rows
@@ -104,7 +106,10 @@ class ServedLog:
         self._db_lock = threading.Lock()  # the connection
         self._db: sqlite3.Connection | None = None
         self._added = 0
-        self._pending: deque[ServedRequest] = deque(maxlen=max_requests)  # not yet in the file
+        # not yet in the file: bounded as the log is (count and bytes), the oldest dropped first
+        self._pending: deque[ServedRequest] = deque()
+        self._pending_bytes = 0
+        self._unstored = 0  # requests dropped from _pending unwritten, not yet reported
         self._writing = False
         self._writer: ThreadPoolExecutor | None = None
         if self.path is not None:
@@ -146,6 +151,12 @@ class ServedLog:
                 self._bytes -= dropped.size
             if self._writer is not None:
                 self._pending.append(served)
+                self._pending_bytes += served.size
+                while self._pending and (
+                    len(self._pending) > self.max_requests or self._pending_bytes > self.max_bytes
+                ):
+                    self._pending_bytes -= self._pending.popleft().size
+                    self._unstored += 1
                 if not self._writing:
                     self._writing = True
                     self._writer.submit(self._flush)
@@ -156,9 +167,19 @@ class ServedLog:
             with self._lock:
                 batch = list(self._pending)
                 self._pending.clear()
+                self._pending_bytes = 0
+                unstored, self._unstored = self._unstored, 0
                 if not batch:
                     self._writing = False
-                    return
+            if unstored:
+                logger.warning(
+                    "%d served request(s) not written to %s: its writes fell behind (another instance "
+                    "writing, a checkpoint) by more than the log holds (max_requests, max_bytes)",
+                    unstored,
+                    self.path,
+                )
+            if not batch:
+                return
             with self._db_lock:
                 if self._db is None:
                     continue

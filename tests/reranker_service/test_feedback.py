@@ -230,3 +230,44 @@ class TestAStoreSharedWithAnotherInstance:
             # stored once the lock was released, so it still resolves after a restart
             again = http.post("/v1/feedback", json={"request_id": request_id, "chosen_index": 1})
         assert again.status_code == 200, again.text
+
+    def test_requests_waiting_for_a_locked_store_stay_within_the_logs_byte_bound(self, tmp_path):
+        # While another instance holds the write lock (sqlite's busy timeout, 10 s, per try), served requests
+        # wait in memory to be written. They were bounded by count alone: up to feedback_window whole
+        # requests (10000 by default, every candidate's text) held beyond the log's max_bytes.
+        import tracemalloc
+        from datetime import UTC, datetime
+
+        from reranker_service.feedback import ServedLog, ServedRequest
+        from trajectory_lake.feedback import ServedCandidate
+
+        def request(i: int) -> ServedRequest:
+            return ServedRequest(
+                request_id=f"r{i}", model_uri="m", model_revision="1", task_id=None, prompt="p", domain=None,
+                candidates=(ServedCandidate(content=f"{i:04d}" * 2_500),), values=(0.0,), scores=(0.5,),
+                served_at=datetime.now(UTC),
+            )
+
+        path = tmp_path / "served.sqlite"
+        log = ServedLog(1000, max_bytes=100_000, path=path)  # each request ~10 KB: 10 fit
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            tracemalloc.start()
+            try:
+                before = tracemalloc.get_traced_memory()[0]
+                for i in range(200):
+                    log.add(request(i))
+                held = tracemalloc.get_traced_memory()[0] - before
+            finally:
+                tracemalloc.stop()
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        log.close()
+        assert held < 4 * log.max_bytes, held  # 200 requests are 2 MB
+        reopened = ServedLog(1000, path=path)
+        try:
+            assert reopened.get("r199").candidates[0].content.startswith("0199")  # the newest are kept
+        finally:
+            reopened.close()
