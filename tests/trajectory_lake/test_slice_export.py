@@ -253,7 +253,8 @@ class TestToolDefinitions:
         assert bash["description"].startswith("Execute a bash command in the terminal.")
         assert bash["parameters"]["properties"]["command"]["type"] == "string"
         assert bash["parameters"]["required"] == ["command"]
-        # as the request sent them, nothing lost; ``finish`` was sent without parameters: it gets an empty schema
+        # as the request sent them, nothing lost; ``finish`` was sent without parameters: it gets an empty
+        # schema
         assert "parameters" not in chat_export["sample"][1]["function"]
         assert row["tools"] == _with_parameters(chat_export["sample"])
         called = {c["function"]["name"] for m in row["messages"] for c in m.get("tool_calls", [])}

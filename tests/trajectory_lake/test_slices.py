@@ -366,7 +366,8 @@ class TestOutputs:
         assert len(row["messages"]) == len(traj["messages"]) + 1
         # mini-swe-agent records no tool definitions: the called tool by name, with an empty parameter schema
         assert row["tools"] == [
-            {"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {}}}}
+            {"type": "function",
+             "function": {"name": "bash", "parameters": {"type": "object", "properties": {}}}}
         ]
         assert row["label"] == 1.0
         assert json.loads((tmp_path / "out" / "manifest.json").read_text())["slice_id"] == manifest.slice_id

@@ -46,8 +46,9 @@ def _actions(lake: Lake) -> tuple[pl.DataFrame, pl.DataFrame, Any]:
 RECIPES = {
     # trajectory-level, grouped batches: pairs only meet inside a micro-batch, on every rank
     "patch": (_lite, {"objective": "bce=1,pairwise=0.5", "max_length": 48, "batch_size": 8, "epochs": 1.0}),
-    # step-level, TD(0.5) targets bootstrapped from the model's values (sharded scoring), LoRA + checkpointing,
-    # with the production recipe's LoRA dropout: each micro-batch draws the same masks on any rank
+    # step-level, TD(0.5) targets bootstrapped from the model's values (sharded scoring), LoRA +
+    # checkpointing, with the production recipe's LoRA dropout: each micro-batch draws the same masks on
+    # any rank
     "action": (_actions, {"kind": "action", "trajectory_kind": "answer", "objective": "bce=1,td=1", "td_lambda": 0.5,
                           "gamma": 0.9, "max_length": 48, "batch_size": 8, "epochs": 1.0, "max_examples": 24,
                           "lora_rank": 4, "lora_dropout": 0.05, "gradient_checkpointing": True}),

@@ -52,8 +52,9 @@ class TestBackbones:
     def test_a_base_gemma3_text_model_directory_pools_on_the_last_token(self, tmp_path, minilm_tokenizer):
         from transformers import AutoModel, Gemma3TextConfig
 
-        config = Gemma3TextConfig(vocab_size=minilm_tokenizer.vocab_size, hidden_size=32, intermediate_size=64,
-                                  num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, head_dim=16)
+        config = Gemma3TextConfig(vocab_size=minilm_tokenizer.vocab_size, hidden_size=32,
+                                  intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                  num_key_value_heads=1, head_dim=16)
         AutoModel.from_config(config).save_pretrained(tmp_path)  # architectures: ["Gemma3TextModel"]
         minilm_tokenizer.save_pretrained(tmp_path)
         model, _ = ValueModel.from_backbone(str(tmp_path))

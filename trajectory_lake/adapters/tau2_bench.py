@@ -523,8 +523,9 @@ class _NoContext(ValueError):
 
 
 def _run_context(path: Path, fields: Mapping[str, Any]) -> tuple[dict[str, Any], str, Mapping[str, Any]]:
-    """``(run, domain, environment_info)`` from the metadata (``timestamp``, ``info``, ``tasks``) of the results file at
-    ``path``: shared by the monolithic file and the dir layout's simulation files, so both name one run.
+    """``(run, domain, environment_info)`` from the metadata (``timestamp``, ``info``, ``tasks``) of the
+    results file at ``path``: shared by the monolithic file and the dir layout's simulation files, so both
+    name one run.
 
     Raises:
         _NoContext: no ``info``, no domain, or a run name that cannot be hashed.
@@ -555,10 +556,11 @@ def _run_context(path: Path, fields: Mapping[str, Any]) -> tuple[dict[str, Any],
 def _simulation_set_context(
     path: Path, fields: Mapping[str, Any]
 ) -> tuple[dict[str, Any], str, Mapping[str, Any]]:
-    """``(run, domain, environment_info)`` of a leaderboard submission's simulation set ``{domain, agent, model, ...,
-    simulations}`` (:func:`_is_simulation_set`), or of its bare list of simulations (``fields`` then holds
-    only them): the run named after the file (as a results file is, by :func:`run_name`), of ``model``, its
-    other fields (``agent``, ``total_tasks``, ``passed``, ``pass_rate``) its config; the domain is
+    """``(run, domain, environment_info)`` of a leaderboard submission's simulation set ``{domain, agent,
+    model, ..., simulations}`` (:func:`_is_simulation_set`), or of its bare list of simulations
+    (``fields`` then holds only them): the run named after the file (as a results file is, by
+    :func:`run_name`), of ``model``, its other fields (``agent``, ``total_tasks``, ``passed``,
+    ``pass_rate``) its config; the domain is
     ``domain``, else the one the submission's ``trajectory_files`` file it under, else the one the file
     name names.
 
@@ -1074,7 +1076,9 @@ class Tau2BenchDiscardArchive(Tau2BenchDiscarded):
                     continue
             run_dir, run, domain, environment, own_tasks = context
             try:
-                bundle = self._bundle(source, run_dir, run, domain, environment, locator, value.get("simulation"))
+                bundle = self._bundle(
+                    source, run_dir, run, domain, environment, locator, value.get("simulation")
+                )
             except (ValueError, TypeError) as exc:
                 yield self.quarantine(locator, f"field 'simulation': {exc}", raw)
                 continue  # nothing of a quarantined line is ingested
@@ -1100,8 +1104,9 @@ class Tau2BenchDiscardArchive(Tau2BenchDiscarded):
         header: tuple[int, dict[str, Any]] | None,
         task: Any,  # noqa: ANN401
     ) -> tuple[Path, dict[str, Any], str, Mapping[str, Any], bool]:
-        """``(run folder, run, domain, environment_info, whether the archive gives the run's task rows)``: from the
-        run's ``results.json`` when there is one (its tasks are the run's), else from the header's ``info``.
+        """``(run folder, run, domain, environment_info, whether the archive gives the run's task rows)``:
+        from the run's ``results.json`` when there is one (its tasks are the run's), else from the header's
+        ``info``.
 
         Raises:
             _NoContext: neither gives a run.
