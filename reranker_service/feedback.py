@@ -61,7 +61,12 @@ class ServedRequest:
         """The record as JSON (what the feedback store keeps)."""
         record: dict[str, Any] = asdict(self)
         record["served_at"] = self.served_at.isoformat()
-        return json.dumps(record, ensure_ascii=False)
+        text = json.dumps(record, ensure_ascii=False)
+        try:
+            text.encode()
+        except UnicodeEncodeError:  # a lone surrogate (in a client's id): JSON escapes it, UTF-8 cannot
+            text = json.dumps(record)
+        return text
 
     @classmethod
     def from_json(cls, text: str) -> ServedRequest:

@@ -271,3 +271,32 @@ class TestAStoreSharedWithAnotherInstance:
             assert reopened.get("r199").candidates[0].content.startswith("0199")  # the newest are kept
         finally:
             reopened.close()
+
+    def test_a_request_whose_ids_json_can_carry_but_utf_8_cannot_is_stored_and_later_ones_too(self, tmp_path):
+        # A task id (or a candidate's id: neither is tokenized) may hold a lone surrogate, which JSON carries
+        # as "\ud800" but UTF-8, sqlite's text, cannot: the writer thread died on it with a
+        # UnicodeEncodeError and, still marked as writing, never wrote another request of that process.
+        from datetime import UTC, datetime
+
+        from reranker_service.feedback import ServedLog, ServedRequest
+        from trajectory_lake.feedback import ServedCandidate
+
+        def request(request_id: str, task_id: str) -> ServedRequest:
+            return ServedRequest(
+                request_id=request_id, model_uri="m", model_revision="1", task_id=task_id, prompt="p",
+                domain=None, candidates=(ServedCandidate(content="diff", client_id="\udc80a"),),
+                values=(0.0,), scores=(0.5,), served_at=datetime.now(UTC),
+            )
+
+        path = tmp_path / "served.sqlite"
+        log = ServedLog(100, path=path)
+        log.add(request("odd", "task-\ud800"))
+        log.add(request("plain", "task"))
+        log.close()
+        reopened = ServedLog(100, path=path)
+        try:
+            assert reopened.get("plain").task_id == "task"
+            odd = reopened.get("odd")
+            assert (odd.task_id, odd.candidates[0].client_id) == ("task-\ud800", "\udc80a")
+        finally:
+            reopened.close()
