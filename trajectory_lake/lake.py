@@ -170,11 +170,15 @@ class Lake:
                 raise TableNotFoundError(f"cannot load {table!r} as of {asked.isoformat()}: the table was "
                                          f"created later, at {created.isoformat()}")
             # delta-rs picks the version by its commit file's modification time, which object stores keep to
-            # the second: a commit up to a second after the time would count. Step back to the commit
-            # times the log records (those `history` shows), to the millisecond.
+            # the second (a commit up to a second after the time would count) and which a file system sets
+            # when the file is written, after the time its commit info records (on a busy machine, a
+            # commit asked for at its own recorded time could be missed). Move to the commit times the
+            # log records (those `history` shows), to the millisecond, in both directions.
             resolved, asked_ms = dt.version(), asked.timestamp() * 1000
             while resolved > 0 and self._commit_info(table, resolved).get("timestamp", 0) > asked_ms:
                 resolved -= 1
+            while self._commit_info(table, resolved + 1).get("timestamp", math.inf) <= asked_ms:
+                resolved += 1
             if resolved != dt.version():
                 dt.load_as_version(resolved)
         return dt
