@@ -49,6 +49,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from trajectory_lake._hashing import canonical_json
 from value_model._runtime import Runtime, broadcast
 from value_model.config import TrainConfig
 
@@ -91,7 +92,11 @@ class TrainerState:
 
 
 def data_digest(rows: Iterable[Any]) -> str:
-    """A ``b2:`` hash of the training rows (anything JSON can write), in order.
+    """A ``b2:`` hash of the training rows (anything JSON can write), in order: of each row's canonical
+    JSON (:func:`trajectory_lake._hashing.canonical_json`, the lake's own ids') and a newline.
+
+    A lone surrogate (a Python ``str`` can hold one, UTF-8 cannot) is hashed as its surrogate-escaped
+    bytes, so it is told apart from any other character rather than refused.
 
     Examples:
         >>> data_digest([["prompt", "patch", 1.0]]) == data_digest([["prompt", "patch", 1.0]])
@@ -99,7 +104,7 @@ def data_digest(rows: Iterable[Any]) -> str:
     """
     digest = hashlib.blake2b(digest_size=16)
     for row in rows:
-        digest.update(json.dumps(row, sort_keys=True, ensure_ascii=False).encode())
+        digest.update(canonical_json(row).encode("utf-8", "surrogatepass"))
         digest.update(b"\n")
     return "b2:" + digest.hexdigest()
 

@@ -4,6 +4,7 @@ that never stopped does; a checkpoint of another run, or a half-written one, is 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from pathlib import Path
 
@@ -12,7 +13,8 @@ import pytest
 
 from tests.value_model._ddp_worker import RECIPES
 from trajectory_lake import Lake
-from value_model.checkpoint import CheckpointError, find_checkpoint, list_checkpoints
+from trajectory_lake._hashing import canonical_json
+from value_model.checkpoint import CheckpointError, data_digest, find_checkpoint, list_checkpoints
 from value_model.config import TrainConfig
 from value_model.data import split_by_task
 from value_model.model import ValueModel
@@ -84,6 +86,20 @@ def _patch_config(backbone: Path, checkpoint_dir: Path, **changes) -> TrainConfi
         "checkpoint_every_steps": 2,
     }
     return TrainConfig(backbone=str(backbone), checkpoint_dir=str(checkpoint_dir), **{**options, **changes})
+
+
+class TestDataDigest:
+    def test_the_digest_hashes_the_lakes_canonical_json_of_each_row(self):
+        rows = [["issue", "patch", 1.0, "t0"], {"b": [1, 2], "a": None}]
+        lines = "".join(canonical_json(row) + "\n" for row in rows).encode()
+        assert data_digest(rows) == "b2:" + hashlib.blake2b(lines, digest_size=16).hexdigest()
+
+    def test_a_lone_surrogate_is_hashed_not_refused(self):
+        # valid in a Python str and in JSON (as the escape \ud800), not encodable as UTF-8
+        lone = data_digest([["issue \ud800", "patch", 1.0]])
+        assert lone.startswith("b2:")
+        assert lone != data_digest([["issue \ufffd", "patch", 1.0]])
+        assert lone != data_digest([["issue \udc00", "patch", 1.0]])
 
 
 class TestResume:
