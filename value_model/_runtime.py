@@ -18,7 +18,15 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
-__all__ = ["Runtime", "autocast", "broadcast", "distributed_session", "gather", "resolve_device"]
+__all__ = [
+    "Runtime",
+    "autocast",
+    "broadcast",
+    "distributed_session",
+    "gather",
+    "resolve_device",
+    "resolve_precision",
+]
 
 T = TypeVar("T")
 
@@ -103,9 +111,21 @@ def gather(runtime: Runtime, value: T) -> list[T]:
     return out
 
 
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """What ``precision`` trains in on ``device``: ``auto`` → ``bf16`` on CUDA, ``fp32`` elsewhere.
+
+    Examples:
+        >>> resolve_precision("auto", torch.device("cpu")), resolve_precision("bf16", torch.device("cpu"))
+        ('fp32', 'bf16')
+    """
+    if precision == "auto":
+        return "bf16" if device.type == "cuda" else "fp32"
+    return precision
+
+
 def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager[Any]:
     """bf16 autocast for ``precision`` ``bf16``, or ``auto`` on CUDA; a no-op otherwise."""
-    if precision == "bf16" or (precision == "auto" and device.type == "cuda"):
+    if resolve_precision(precision, device) == "bf16":
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
 

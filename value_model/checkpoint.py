@@ -24,7 +24,8 @@ mid-write leaves the previous checkpoints intact and a half-written one is never
 states and, under FSDP, its shards.
 
 The ``fingerprint`` is what the run trains on: the config (less the options that do not change the
-weights: where checkpoints go, the device, threads, eval batch size), a digest of the serialized
+weights: where checkpoints go, the device, threads, eval batch size; with the precision ``auto`` resolves
+to on the run's device, bf16 on CUDA and float32 on a CPU), a digest of the serialized
 training examples, the slice's content hash when the run comes from a lake slice, and the micro-batches
 per step (``world_size x grad_accum_steps``: a job may resume on another number of ranks with the
 accumulation that keeps their product, e.g. 8 GPUs x 1 as 4 x 2; not an FSDP job on one process,
@@ -50,7 +51,7 @@ import torch
 import torch.distributed as dist
 
 from trajectory_lake._hashing import canonical_json
-from value_model._runtime import Runtime, broadcast
+from value_model._runtime import Runtime, broadcast, resolve_precision
 from value_model.config import TrainConfig
 
 __all__ = [
@@ -110,10 +111,15 @@ def data_digest(rows: Iterable[Any]) -> str:
 
 
 def fingerprint(
-    config: TrainConfig, *, data: str, data_id: str | None, micro_batches_per_step: int
+    config: TrainConfig, *, data: str, data_id: str | None, micro_batches_per_step: int, device: torch.device
 ) -> dict[str, Any]:
-    """What a checkpoint must match to be resumed (see the module docstring)."""
+    """What a checkpoint must match to be resumed (see the module docstring).
+
+    ``device`` is not in it, but the precision ``config.precision`` resolves to there is (``auto`` is bf16
+    on CUDA, float32 on a CPU), so a GPU run's checkpoint does not silently go on in another precision.
+    """
     values = {k: v for k, v in config.to_dict().items() if k not in _NOT_FINGERPRINTED}
+    values["precision"] = resolve_precision(config.precision, device)
     return {"config": json.loads(json.dumps(values)), "data": data, "data_id": data_id,
             "micro_batches_per_step": micro_batches_per_step}
 

@@ -54,7 +54,7 @@ from torch.distributed.fsdp import FSDPModule, fully_shard
 from transformers import get_linear_schedule_with_warmup
 
 from trajectory_lake.dependencies import lazy_import
-from value_model._runtime import Runtime, autocast, gather, resolve_device
+from value_model._runtime import Runtime, autocast, gather, resolve_device, resolve_precision
 from value_model.batching import plan_epoch, rank_share
 from value_model.checkpoint import (
     TrainerState,
@@ -228,7 +228,7 @@ def backbone_dtype(config: TrainConfig, runtime: Runtime | None = None) -> torch
     """bf16 for a LoRA backbone trained under bf16 (its weights are frozen), else ``None`` (float32)."""
     runtime = runtime or Runtime.current()
     device = resolve_device(config.device, local_rank=runtime.local_rank)
-    bf16 = config.precision == "bf16" or (config.precision == "auto" and device.type == "cuda")
+    bf16 = resolve_precision(config.precision, device) == "bf16"
     return torch.bfloat16 if config.lora_rank and bf16 else None
 
 
@@ -477,7 +477,7 @@ def fit(
     run_fingerprint: dict[str, Any] = {}
     if config.checkpoint_dir or resume:
         run_fingerprint = fingerprint(config, data=_data_digest(items, train, td=targets is not None),
-                                      data_id=data_id, micro_batches_per_step=micro_per_step)
+                                      data_id=data_id, micro_batches_per_step=micro_per_step, device=device)
     state, resumed_from = TrainerState(), resolve_resume(resume, config.checkpoint_dir, runtime)
     if resumed_from is not None:
         state, saved_targets = load_checkpoint(resumed_from, fingerprint=run_fingerprint, model=model,

@@ -274,6 +274,47 @@ class TestRefusals:
                 resume="latest",
             )
 
+    def test_the_fingerprint_holds_the_precision_auto_resolves_to(self):
+        # "auto" is bf16 autocast on CUDA and float32 on a CPU: the same config trains two ways
+        import torch
+
+        from value_model.checkpoint import fingerprint
+
+        config = TrainConfig(backbone="b", precision="auto")
+        on = {kind: fingerprint(config, data="d", data_id=None, micro_batches_per_step=1,
+                                device=torch.device(kind))["config"]["precision"] for kind in ("cuda", "cpu")}
+        assert on == {"cuda": "bf16", "cpu": "fp32"}
+
+    def test_resuming_in_another_precision_than_auto_resolved_to_is_refused(
+        self, patches, tiny_encoder_dir, tmp_path, monkeypatch
+    ):
+        # a checkpoint of a GPU run with precision "auto" (bf16) resumed by the same command on a CPU
+        # (float32); written here by a CPU run in bf16, which records the same precision
+        train, val = patches
+        config = _patch_config(tiny_encoder_dir, tmp_path, device="cpu", precision="bf16")
+        with monkeypatch.context() as patch:
+            _crash_after_step(patch, 2)
+            with pytest.raises(_Crash):
+                _fit(tiny_encoder_dir, train, val, config)
+        meta = json.loads((tmp_path / "step-00000002" / "trainer.json").read_text())
+        assert meta["fingerprint"]["config"]["precision"] == "bf16"
+        with pytest.raises(CheckpointError, match=r"precision = 'bf16' in the checkpoint, 'fp32' now"):
+            _fit(tiny_encoder_dir, train, val, dataclasses.replace(config, precision="auto"), resume="latest")
+
+    def test_a_checkpoint_resumes_under_another_precision_setting_that_trains_the_same(
+        self, patches, tiny_encoder_dir, tmp_path, monkeypatch
+    ):
+        # "auto" on a CPU is float32: a float32 run's checkpoint is its own
+        train, val = patches
+        config = _patch_config(tiny_encoder_dir, tmp_path, device="cpu", precision="auto")
+        with monkeypatch.context() as patch:
+            _crash_after_step(patch, 2)
+            with pytest.raises(_Crash):
+                _fit(tiny_encoder_dir, train, val, config)
+        as_fp32 = dataclasses.replace(config, precision="fp32")
+        result = _fit(tiny_encoder_dir, train, val, as_fp32, resume="latest")
+        assert result.resumed_from == str(tmp_path / "step-00000002")
+
     def test_where_checkpoints_go_may_change(self, crashed, patches, tiny_encoder_dir, tmp_path):
         train, val = patches
         moved = dataclasses.replace(
