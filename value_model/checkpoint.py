@@ -16,12 +16,19 @@ optimizer steps and at the end of each epoch, and continues from one with ``resu
                          model as it was when the epoch began
     <checkpoint_dir>/.tmp-step-00000130/   being written: renamed to step-00000130 once complete,
                                            ignored (and removed by the next save) otherwise
+    <checkpoint_dir>/step-00000130.new/    complete, replacing a step-00000130 (renamed to it once the
+                                           old one is removed); read as the newer of the two
+    <checkpoint_dir>/abandoned-from-step-00000080-*/
+                                           the checkpoints newer than step 80 when a run continued
+                                           from step 80: never ``latest``, never removed
 
-A checkpoint is written into a ``.tmp-`` directory and renamed when every file is in it, so a crash
-mid-write leaves the previous checkpoints intact and a half-written one is never read. The newest
-``checkpoint_keep`` are kept. Under ``torchrun`` every rank must see the same ``checkpoint_dir``
-(a shared filesystem when the ranks span machines): rank 0 writes the shared files, each rank its RNG
-states and, under FSDP, its shards.
+A checkpoint is written into a ``.tmp-`` directory, its files flushed to disk, then renamed (and the
+directory flushed, POSIX), so a crash mid-write leaves the previous checkpoints intact and a
+half-written one is never read. The newest ``checkpoint_keep`` are kept. A run that resumes from an
+older checkpoint than its directory's newest moves the newer ones (the continuation it abandons) aside,
+so ``resume="latest"`` picks up its own checkpoints later, not theirs. Under ``torchrun`` every rank
+must see the same ``checkpoint_dir`` (a shared filesystem when the ranks span machines): rank 0 writes
+the shared files, each rank its RNG states and, under FSDP, its shards.
 
 The ``fingerprint`` is what the run trains on: the config (less the options that do not change the
 weights: where checkpoints go, the device, threads, eval batch size; with the precision ``auto`` resolves
@@ -41,6 +48,7 @@ import os
 import random
 import re
 import shutil
+import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +72,7 @@ __all__ = [
     "load_checkpoint",
     "resolve_resume",
     "save_checkpoint",
+    "set_aside_newer",
 ]
 
 logger = logging.getLogger(__name__)
@@ -73,8 +82,10 @@ FORMAT = 1
 # (nor grad_accum_steps alone: the fingerprint holds world_size x grad_accum_steps, the step's shape)
 _NOT_FINGERPRINTED = frozenset({"checkpoint_dir", "checkpoint_every_steps", "checkpoint_keep", "device",
                                 "threads", "eval_batch_size", "grad_accum_steps"})
-_STEP_DIR = re.compile(r"step-(\d+)")
+# step-00000120, or step-00000120.new: a checkpoint replacing one of the same step, complete, not yet renamed
+_STEP_DIR = re.compile(r"step-(\d+)(\.new)?")
 _TMP_PREFIX = ".tmp-"
+_ABANDONED_PREFIX = "abandoned-from-"
 
 
 class CheckpointError(ValueError):
@@ -147,9 +158,57 @@ def list_checkpoints(directory: str | Path) -> list[Path]:
     directory = Path(directory)
     if not directory.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in directory.iterdir()
+    found = [(int(m.group(1)), bool(m.group(2)), p) for p in directory.iterdir()
              if (m := _STEP_DIR.fullmatch(p.name)) and (p / "trainer.json").is_file()]
-    return [p for _, p in sorted(found)]
+    return [p for *_, p in sorted(found)]
+
+
+def _step_of(checkpoint: Path) -> int:
+    return int(json.loads((checkpoint / "trainer.json").read_text())["step"])
+
+
+def _sync_directory(directory: Path) -> None:
+    """Flush ``directory``'s entries (a rename or removal in it) to disk; a no-op where the platform
+    cannot open a directory (Windows) or the filesystem cannot flush one."""
+    flags = getattr(os, "O_DIRECTORY", None)
+    if flags is None:
+        return
+    try:
+        fd = os.open(directory, os.O_RDONLY | flags)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # EINVAL: a filesystem that does not sync directories
+        pass
+    finally:
+        os.close(fd)
+
+
+def set_aside_newer(directory: str | Path, resumed: str | Path) -> Path | None:
+    """Move the checkpoints in ``directory`` newer than ``resumed`` into an ``abandoned-from-step-N-*``
+    directory beside them, where ``latest`` never looks; call it on rank 0 when a run continues from an
+    older checkpoint than its directory's newest.
+
+    Those checkpoints are of the continuation the run abandoned: left in place, ``resume="latest"`` would
+    later pick them over the run's own. They are moved, not removed (resume one by its path to go back to
+    it; delete the directory to free the space).
+
+    Returns:
+        The directory they were moved into, or ``None`` when no checkpoint is newer.
+    """
+    directory, step = Path(directory), _step_of(Path(resumed))
+    newer = [p for p in list_checkpoints(directory) if _step_of(p) > step]
+    if not newer:
+        return None
+    aside = Path(tempfile.mkdtemp(prefix=f"{_ABANDONED_PREFIX}step-{step:08d}-", dir=directory))
+    for path in newer:
+        path.rename(aside / path.name)
+    _sync_directory(directory)
+    logger.warning("continuing from %s, older than %d checkpoint(s) of the run there (%s): moved them to %s, "
+                   "where resume='latest' does not look (resume one by its path to go back to it)",
+                   resumed, len(newer), ", ".join(p.name for p in newer), aside)
+    return aside
 
 
 def find_checkpoint(resume: str | Path, checkpoint_dir: str | Path | None) -> Path | None:
@@ -228,6 +287,22 @@ def _sharded_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> 
     return {"model": weights, "optimizer": optim}
 
 
+def _publish(tmp: Path, final: Path) -> None:
+    """Rename the complete checkpoint ``tmp`` to ``final``, durably. Where ``final`` exists (the same step
+    again), the new one is renamed in as ``final.new`` first and the old one removed after, so a crash at
+    any point leaves a complete checkpoint of that step that ``latest`` finds (``.new`` sorts after)."""
+    directory = final.parent
+    if final.exists():
+        staged = final.with_name(f"{final.name}.new")
+        shutil.rmtree(staged, ignore_errors=True)  # of an interrupted replacement: older than ``tmp``
+        tmp.rename(staged)
+        _sync_directory(directory)
+        shutil.rmtree(final)
+        tmp = staged
+    tmp.rename(final)
+    _sync_directory(directory)
+
+
 def save_checkpoint(
     directory: str | Path,
     *,
@@ -286,16 +361,12 @@ def save_checkpoint(
     _barrier(runtime)
     if runtime.is_main:
         _flush(tmp)
-        if final.exists():  # the same step again (resumed from an older checkpoint): the new one replaces it
-            old = directory / f"{_TMP_PREFIX}old-{final.name}"
-            shutil.rmtree(old, ignore_errors=True)
-            final.rename(old)
-            shutil.rmtree(old)
-        tmp.rename(final)
+        _publish(tmp, final)
         for stale in list_checkpoints(directory)[:-keep]:
             shutil.rmtree(stale)
         for half in directory.glob(f"{_TMP_PREFIX}*"):  # left by a crash while writing
             shutil.rmtree(half, ignore_errors=True)
+        _sync_directory(directory)
         logger.info("checkpoint %s (step %d, epoch %d)", final, state.step, state.epoch)
     _barrier(runtime)
     return final

@@ -63,6 +63,7 @@ from value_model.checkpoint import (
     load_checkpoint,
     resolve_resume,
     save_checkpoint,
+    set_aside_newer,
 )
 from value_model.config import TrainConfig
 from value_model.consensus import Combiner, consensus_features_by_task, cross_fitted_logits
@@ -485,6 +486,8 @@ def fit(
                                                sharded=fsdp)
         if bootstrapped and state.epoch_step:
             targets = saved_targets
+        if config.checkpoint_dir and runtime.is_main:  # before its first save (the other ranks list none)
+            set_aside_newer(config.checkpoint_dir, resumed_from)
     net: torch.nn.Module = model
     if runtime.distributed and not fsdp:
         # Encoders (BERT & co.) carry a pooler that value pooling never reads: DDP must then look for

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
+import logging
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -14,7 +17,15 @@ import pytest
 from tests.value_model._ddp_worker import RECIPES
 from trajectory_lake import Lake
 from trajectory_lake._hashing import canonical_json
-from value_model.checkpoint import CheckpointError, data_digest, find_checkpoint, list_checkpoints
+from value_model._runtime import Runtime
+from value_model.checkpoint import (
+    CheckpointError,
+    TrainerState,
+    data_digest,
+    find_checkpoint,
+    list_checkpoints,
+    save_checkpoint,
+)
 from value_model.config import TrainConfig
 from value_model.data import split_by_task
 from value_model.model import ValueModel
@@ -100,6 +111,79 @@ class TestDataDigest:
         assert lone.startswith("b2:")
         assert lone != data_digest([["issue \ufffd", "patch", 1.0]])
         assert lone != data_digest([["issue \udc00", "patch", 1.0]])
+
+
+def _save(directory: Path, step: int, *, keep: int = 2, loss: float = 0.0) -> Path:
+    """A checkpoint of a one-weight model at ``step``, written as training writes one."""
+    import torch
+
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.AdamW(model.parameters())
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+    return save_checkpoint(directory, state=TrainerState(step=step, step_losses=[loss]), fingerprint={},
+                           model=model, optimizer=optimizer, scheduler=scheduler, targets=None,
+                           runtime=Runtime(), sharded=False, keep=keep)
+
+
+class TestWriting:
+    def test_the_directory_is_flushed_after_the_rename_and_after_pruning(self, tmp_path, monkeypatch):
+        # a rename or removal is only durable once the directory holding it is flushed (POSIX)
+        import os
+
+        from value_model import checkpoint
+
+        _save(tmp_path, 1, keep=1)
+        synced: list[tuple[str, list[str]]] = []
+
+        def fsync(fd: int) -> None:
+            synced.append((os.readlink(f"/proc/self/fd/{fd}"), sorted(p.name for p in tmp_path.iterdir())))
+
+        monkeypatch.setattr(checkpoint.os, "fsync", fsync)
+        _save(tmp_path, 2, keep=1)
+        directory = [names for path, names in synced if path == str(tmp_path)]
+        assert ["step-00000001", "step-00000002"] in directory  # renamed in, the older not yet pruned
+        assert synced[-1] == (str(tmp_path), ["step-00000002"])  # last, once pruned
+
+    def test_a_crash_anywhere_in_replacing_a_step_leaves_a_complete_checkpoint_of_it(
+        self, tmp_path, monkeypatch
+    ):
+        # The old one was renamed away and removed before the new one was renamed in: a crash between left
+        # neither. Crash at each rename or removal in turn, until one replacement runs through.
+        for crash_at in itertools.count():
+            directory = tmp_path / str(crash_at)
+            _save(directory, 3, loss=1.0)
+            calls = 0
+
+            def counted(real):
+                def call(*args, **kwargs):
+                    nonlocal calls
+                    if calls == crash_at:
+                        raise _Crash
+                    calls += 1
+                    return real(*args, **kwargs)
+
+                return call
+
+            with monkeypatch.context() as patch:
+                patch.setattr(Path, "rename", counted(Path.rename))
+                patch.setattr(shutil, "rmtree", counted(shutil.rmtree))
+                try:
+                    _save(directory, 3, loss=2.0)
+                except _Crash:
+                    finished = False
+                else:
+                    finished = True
+            latest = find_checkpoint("latest", directory)
+            assert latest is not None, f"no checkpoint after a crash at call {crash_at}"
+            meta = json.loads((latest / "trainer.json").read_text())
+            assert meta["step"] == 3 and meta["step_losses"] in ([1.0], [2.0]), crash_at
+            _save(directory, 4)  # the next save clears what the crash left
+            assert [p.name for p in list_checkpoints(directory)][-1] == "step-00000004"
+            assert not list(directory.glob(".tmp-*"))
+            if finished:
+                assert meta["step_losses"] == [2.0]
+                break
+        assert crash_at >= 3
 
 
 class TestResume:
@@ -197,7 +281,8 @@ class TestResume:
         _fit(tiny_encoder_dir, train, val, _patch_config(tiny_encoder_dir, tmp_path, epochs=0.2))  # 1 step
         (published,) = list_checkpoints(tmp_path)
         tmp = tmp_path / f".tmp-{published.name}"
-        assert sorted(flushed) == sorted(str(tmp / p.name) for p in published.iterdir())
+        files = [path for path in flushed if path != str(tmp_path)]  # not the directory's own syncs
+        assert sorted(files) == sorted(str(tmp / p.name) for p in published.iterdir())
 
     def test_a_finished_run_resumed_only_validates(self, patches, tiny_encoder_dir, tmp_path):
         train, val = patches
@@ -206,6 +291,27 @@ class TestResume:
         again = _fit(tiny_encoder_dir, train, val, config, resume="latest")
         assert again.resumed_from == str(tmp_path / "step-00000010")
         _assert_same_training(again, straight)
+
+    def test_continuing_from_an_older_checkpoint_sets_the_newer_ones_aside_so_latest_is_its_own(
+        self, patches, tiny_encoder_dir, tmp_path, monkeypatch, caplog
+    ):
+        # The newer checkpoints were of the continuation abandoned: left in place, the new one's step 8
+        # replaced theirs and resume="latest" then went back to their step 10.
+        train, val = patches
+        config = _patch_config(tiny_encoder_dir, tmp_path, checkpoint_keep=3)
+        straight = _fit(tiny_encoder_dir, train, val, config)  # keeps steps 6, 8, 10
+        with monkeypatch.context() as patch:
+            _crash_after_step(patch, 8)
+            with caplog.at_level(logging.WARNING, logger="value_model.checkpoint"), pytest.raises(_Crash):
+                _fit(tiny_encoder_dir, train, val, config, resume=str(tmp_path / "step-00000006"))
+        assert [p.name for p in list_checkpoints(tmp_path)] == ["step-00000006", "step-00000008"]
+        (aside,) = tmp_path.glob("abandoned-from-step-00000006-*")
+        assert sorted(p.name for p in aside.iterdir()) == ["step-00000008", "step-00000010"]
+        assert f"moved them to {aside}" in caplog.text
+        resumed = _fit(tiny_encoder_dir, train, val, config, resume="latest")
+        assert resumed.resumed_from == str(tmp_path / "step-00000008")
+        _assert_same_training(resumed, straight)
+        assert find_checkpoint(aside, None) == aside / "step-00000010"  # still there to go back to
 
     def test_resume_latest_with_no_checkpoint_yet_starts_afresh(self, patches, tiny_encoder_dir, tmp_path):
         train, val = patches
