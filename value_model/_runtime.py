@@ -26,6 +26,7 @@ __all__ = [
     "gather",
     "resolve_device",
     "resolve_precision",
+    "usable_device",
 ]
 
 T = TypeVar("T")
@@ -49,6 +50,33 @@ def resolve_device(device: str, *, local_rank: int = 0) -> torch.device:
     if device == "cuda":
         return torch.device(f"cuda:{local_rank}")
     return torch.device(device)
+
+
+def usable_device(device: str) -> torch.device:
+    """:func:`resolve_device` of ``device``, checked to exist on this machine, for a model to be put on.
+
+    Raises:
+        ValueError: ``device`` is not ``auto``, ``cpu``, ``cuda`` or ``cuda:N``; or it is a CUDA device
+            and this machine has no CUDA (or not that many devices).
+
+    Examples:
+        >>> usable_device("cuda:abc")
+        Traceback (most recent call last):
+        ...
+        ValueError: device must be auto, cpu, cuda or cuda:N, got 'cuda:abc'
+    """
+    index = device.removeprefix("cuda:")
+    if not (device in ("auto", "cpu", "cuda") or (device.startswith("cuda:") and index.isdigit())):
+        raise ValueError(f"device must be auto, cpu, cuda or cuda:N, got {device!r}")
+    resolved = resolve_device(device)
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r}: this machine has no CUDA device (torch.cuda.is_available() "
+                             "is False); use cpu, or auto to take a GPU where there is one")
+        if (resolved.index or 0) >= (count := torch.cuda.device_count()):
+            raise ValueError(f"device {device!r}: this machine has {count} CUDA device(s), "
+                             f"cuda:0 to cuda:{count - 1}")
+    return resolved
 
 
 @dataclass(frozen=True)

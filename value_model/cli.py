@@ -127,13 +127,16 @@ def evaluate_command(
     """Evaluate a model (or a file of scores) against the baselines: Best@k, Pass@k, gap closed,
     AUROC, ECE/Brier and paired bootstrap intervals, with breakdowns by benchmark and repo."""
     from trajectory_lake.slices import load_spec
+    from value_model._runtime import usable_device
     from value_model.pipeline import evaluate_candidates_file, evaluate_registered, write_report
     from value_model.tracking import ModelNotFoundError
 
     if slice_path and candidates_path:
         raise click.BadParameter("give --slice or --candidates, not both")
-    if not (device in ("auto", "cpu", "cuda") or device.startswith("cuda:")):
-        raise click.BadParameter(f"--device must be auto, cpu, cuda or cuda:N, got {device!r}")
+    try:
+        usable_device(device)  # before the lake and the model are read
+    except ValueError as exc:
+        raise click.ClickException(f"--{exc}") from exc
     if model_uri is None and candidates_path is None:
         raise click.BadParameter("give --model, or --candidates with a score column")
     try:

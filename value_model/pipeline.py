@@ -41,7 +41,7 @@ import polars as pl
 from trajectory_lake import Lake
 from trajectory_lake.slices import SliceSpec, resolve_slice, scan_slice
 from value_model.config import TrainConfig
-from value_model._runtime import Runtime, broadcast, resolve_device
+from value_model._runtime import Runtime, broadcast, usable_device
 from value_model.data import action_examples_of, examples_of, load_steps, with_reference_positives
 from value_model.evaluation import EvaluationOptions, EvaluationReport, evaluate_candidates
 from value_model.inference import Scorer, predict_values
@@ -389,10 +389,11 @@ def evaluate_registered(
     Raises:
         ModelNotFoundError: ``model`` names nothing.
         ValueError: no lake and no candidates file, the model records no slice and none is given, the
-            split is empty, a task has no prompt, or the file does not parse.
+            split is empty, a task has no prompt, the file does not parse, or ``device`` is not one or
+            not on this machine (:func:`~value_model._runtime.usable_device`).
     """
     directory, facts = resolve_model(model, uri=tracking_uri)
-    scorer = Scorer.from_directory(directory, device=str(resolve_device(device)))
+    scorer = Scorer.from_directory(directory, device=str(usable_device(device)))
     if candidates is not None:
         frame = read_candidates(candidates)
         data: dict[str, Any] = {"candidates": str(candidates)}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -396,6 +397,7 @@ class TestModelAndTracking:
 
         monkeypatch.setattr(Scorer, "from_directory", classmethod(recording))
         monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+        monkeypatch.setattr("torch.cuda.device_count", lambda: 2)
         evaluate_registered(None, str(tiny_model_dir), candidates=path, options=NO_BOOTSTRAP)
         args = ["evaluate", "--model", str(tiny_model_dir), "--candidates", str(path), "--n-bootstrap", "0",
                 "--no-log", "--device", "cuda:1"]
@@ -404,6 +406,33 @@ class TestModelAndTracking:
         assert devices == ["cuda:0", "cuda:1"]
         result = CliRunner().invoke(main, [*args[:-1], "tpu"])
         assert result.exit_code != 0 and "--device must be auto, cpu, cuda or cuda:N" in result.output
+
+    @pytest.mark.parametrize(
+        ("device", "cuda_devices", "message"),
+        [
+            ("cuda", 0, "--device 'cuda': this machine has no CUDA device"),
+            ("cuda:0", 0, "--device 'cuda:0': this machine has no CUDA device"),
+            ("cuda:2", 2, "--device 'cuda:2': this machine has 2 CUDA device(s), cuda:0 to cuda:1"),
+            ("cuda:abc", 2, "--device must be auto, cpu, cuda or cuda:N, got 'cuda:abc'"),
+            ("cuda:", 2, "--device must be auto, cpu, cuda or cuda:N, got 'cuda:'"),
+        ],
+    )
+    def test_a_device_this_machine_has_not_is_a_one_line_error(
+        self, tmp_path, tiny_model_dir, monkeypatch, device, cuda_devices, message
+    ):
+        # a traceback before: torch's own error from parsing the device or moving the model onto it
+        path = _write_candidates(tmp_path / "c.jsonl", with_score=False)
+        monkeypatch.setattr("torch.cuda.is_available", lambda: cuda_devices > 0)
+        monkeypatch.setattr("torch.cuda.device_count", lambda: cuda_devices)
+        args = ["evaluate", "--model", str(tiny_model_dir), "--candidates", str(path), "--n-bootstrap", "0",
+                "--no-log", "--device", device]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 1 and result.exception is not None
+        assert isinstance(result.exception, SystemExit), result.exception  # no traceback
+        (line,) = result.output.strip().splitlines()
+        assert line.startswith(f"Error: {message}"), line
+        with pytest.raises(ValueError, match=re.escape(message.removeprefix("--"))):
+            evaluate_registered(None, str(tiny_model_dir), candidates=path, options=NO_BOOTSTRAP, device=device)
 
     def test_logging_puts_metrics_curves_plots_and_the_report_on_the_run(self, tmp_path, report):
         from mlflow import MlflowClient
