@@ -167,51 +167,79 @@ class ServedLog:
                     self._writer.submit(self._flush)
 
     def _flush(self) -> None:
-        """Write the pending requests to the store, one transaction per round (the writer thread)."""
-        while True:
-            with self._lock:
-                batch = list(self._pending)
-                self._pending.clear()
-                self._pending_bytes = 0
-                unstored, self._unstored = self._unstored, 0
-                if not batch:
-                    self._writing = False
-            if unstored:
-                logger.warning(
-                    "%d served request(s) not written to %s: its writes fell behind (another instance "
-                    "writing, a checkpoint) by more than the log holds (max_requests, max_bytes)",
-                    unstored,
-                    self.path,
-                )
-            if not batch:
-                return
-            with self._db_lock:
-                if self._db is None:
-                    continue
-                try:
-                    self._db.execute("BEGIN IMMEDIATE")
-                    self._db.executemany(
-                        "INSERT OR REPLACE INTO served (request_id, served_at, record) VALUES (?, ?, ?)",
-                        [(s.request_id, s.served_at.isoformat(), s.to_json()) for s in batch],
-                    )
-                    self._added += len(batch)
-                    if self._added >= self._TRIM_EVERY:
-                        self._added = 0
-                        self._db.execute(
-                            "DELETE FROM served WHERE seq <= (SELECT MAX(seq) FROM served) - ?",
-                            (self.max_requests,),
-                        )
-                    self._db.execute("COMMIT")
-                except sqlite3.Error:
-                    if self._db.in_transaction:
-                        self._db.execute("ROLLBACK")
+        """Write the pending requests to the store, one transaction per round (the writer thread).
+
+        A round that fails for any reason is logged with the requests it lost, and the next round goes on
+        with what was added meanwhile; however the thread ends (KeyboardInterrupt, SystemExit go on up),
+        it is no longer marked as writing, so the next :meth:`add` starts it again.
+        """
+        done = False
+        try:
+            while True:
+                with self._lock:
+                    batch = list(self._pending)
+                    self._pending.clear()
+                    self._pending_bytes = 0
+                    unstored, self._unstored = self._unstored, 0
+                    if not batch:
+                        self._writing = False
+                        done = True
+                if unstored:
                     logger.warning(
-                        "could not keep %d served request(s) in %s; feedback on them resolves until a "
-                        "restart",
+                        "%d served request(s) not written to %s: its writes fell behind (another instance "
+                        "writing, a checkpoint) by more than the log holds (max_requests, max_bytes)",
+                        unstored,
+                        self.path,
+                    )
+                if not batch:
+                    return
+                try:
+                    self._store(batch)
+                except Exception:
+                    logger.exception(
+                        "%d served request(s) not written to %s: the store's writer failed; feedback on "
+                        "them resolves until a restart",
                         len(batch),
                         self.path,
-                        exc_info=True,
                     )
+        finally:
+            if not done:
+                with self._lock:
+                    self._writing = False
+
+    def _store(self, batch: Sequence[ServedRequest]) -> None:
+        """Write ``batch`` in one transaction, rolled back on any error; a sqlite error is logged."""
+        rows = [(s.request_id, s.served_at.isoformat(), s.to_json()) for s in batch]
+        with self._db_lock:
+            if self._db is None:
+                return
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO served (request_id, served_at, record) VALUES (?, ?, ?)", rows
+                )
+                self._added += len(batch)
+                if self._added >= self._TRIM_EVERY:
+                    self._added = 0
+                    self._db.execute(
+                        "DELETE FROM served WHERE seq <= (SELECT MAX(seq) FROM served) - ?",
+                        (self.max_requests,),
+                    )
+                self._db.execute("COMMIT")
+            except sqlite3.Error:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                logger.warning(
+                    "could not keep %d served request(s) in %s; feedback on them resolves until a "
+                    "restart",
+                    len(batch),
+                    self.path,
+                    exc_info=True,
+                )
+            except BaseException:
+                if self._db.in_transaction:  # never leave the file's write lock held
+                    self._db.execute("ROLLBACK")
+                raise
 
     def get(self, request_id: str) -> ServedRequest:
         """The served request.

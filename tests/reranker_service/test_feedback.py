@@ -300,3 +300,57 @@ class TestAStoreSharedWithAnotherInstance:
             assert (odd.task_id, odd.candidates[0].client_id) == ("task-\ud800", "\udc80a")
         finally:
             reopened.close()
+
+
+class TestTheStoresWriterThread:
+    def test_an_unexpected_error_is_logged_and_later_requests_are_stored(self, tmp_path, monkeypatch, caplog):
+        # Any error but sqlite's ended the writer thread still marked as writing (the error kept in its
+        # future, unseen), so no later request of the process was stored; one after BEGIN IMMEDIATE also
+        # left the file's write lock held, blocking every other instance.
+        import logging
+        import threading
+        from datetime import UTC, datetime
+
+        from reranker_service.exceptions import RequestNotFoundError
+        from reranker_service.feedback import ServedLog, ServedRequest
+        from trajectory_lake.feedback import ServedCandidate
+
+        def request(request_id: str) -> ServedRequest:
+            return ServedRequest(
+                request_id=request_id, model_uri="m", model_revision="1", task_id=None, prompt="p",
+                domain=None, candidates=(ServedCandidate(content="diff"),), values=(0.0,), scores=(0.5,),
+                served_at=datetime.now(UTC),
+            )
+
+        failed = threading.Event()
+        to_json = ServedRequest.to_json
+
+        def failing(self: ServedRequest) -> str:
+            if self.request_id == "bad":
+                failed.set()
+                raise RuntimeError("unexpected")
+            return to_json(self)
+
+        monkeypatch.setattr(ServedRequest, "to_json", failing)
+        path = tmp_path / "served.sqlite"
+        log = ServedLog(100, path=path)
+        with caplog.at_level(logging.ERROR, logger="reranker_service.feedback"):
+            log.add(request("bad"))
+            assert failed.wait(10)
+            log.add(request("later"))
+            log.close()
+        (record,) = [r for r in caplog.records if r.levelno >= logging.ERROR]
+        assert "1 served request(s) not written" in record.getMessage() and record.exc_info is not None
+        other = sqlite3.connect(path, isolation_level=None, timeout=0.1)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # the write lock is free
+            other.execute("ROLLBACK")
+        finally:
+            other.close()
+        reopened = ServedLog(100, path=path)
+        try:
+            assert reopened.get("later").request_id == "later"
+            with pytest.raises(RequestNotFoundError):
+                reopened.get("bad")
+        finally:
+            reopened.close()
