@@ -330,8 +330,8 @@ def _score(
     options = scorer.info.get("serialize", {})
     prompt_of = {task: prompt for task, _, prompt in prompts.iter_rows()}
     raw, _ = predict_values(
-        scorer.model, scorer.tokenizer, [prompt_of[t] for t in frame.get_column("task_id")], contents,
-        max_length=scorer.max_length, batch_size=scorer.batch_size,
+        scorer.model, scorer.thread_tokenizer(), [prompt_of[t] for t in frame.get_column("task_id")],
+        contents, max_length=scorer.max_length, batch_size=scorer.batch_size,
         contexts=[steps.get(t) for t in frame.get_column("trajectory_id")],
         context_steps=int(options.get("context_steps", 8)),
         include_reasoning=bool(options.get("include_reasoning", False)),
