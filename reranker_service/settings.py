@@ -117,6 +117,13 @@ class Settings:
     neighbors_k: int = field(
         default=5, metadata={"help": "Neighbours returned when return_neighbors is true."}
     )
+    shutdown_timeout_s: float = field(
+        default=30.0,
+        metadata={
+            "help": "On SIGTERM, how long requests in flight may still run; then the engine stops and "
+            "those it holds get 503 (0: wait forever)."
+        },
+    )
 
     def __post_init__(self) -> None:
         problems = []
@@ -143,7 +150,7 @@ class Settings:
         ):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("max_wait_ms", "reload_poll_s", "cache_size"):
+        for name in ("max_wait_ms", "reload_poll_s", "cache_size", "shutdown_timeout_s"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must be >= 0, got {getattr(self, name)}")
         if not isinstance(self.api_keys, tuple) or not all(isinstance(k, str) and k for k in self.api_keys):

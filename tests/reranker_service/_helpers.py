@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -70,11 +70,13 @@ class LiveServer:
 
 
 @contextmanager
-def serve(app: FastAPI) -> Iterator[LiveServer]:
+def serve(app: FastAPI, *, create: Callable[..., uvicorn.Server] | None = None) -> Iterator[LiveServer]:
     """Serve ``app`` with uvicorn on a free port of 127.0.0.1 until the block exits.
 
     The listening socket is bound here and handed to uvicorn, so no other process can take the port
-    between choosing it and binding it.
+    between choosing it and binding it. ``create(app, **config)`` builds the server (e.g.
+    :func:`reranker_service.api.create_server`, as ``harvest serve`` does); by default a plain
+    ``uvicorn.Server`` whose graceful shutdown gives up after 5 s.
 
     Raises:
         RuntimeError: the server did not start (e.g. the app's lifespan failed).
@@ -84,10 +86,11 @@ def serve(app: FastAPI) -> Iterator[LiveServer]:
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     # log_config=None: the library must not configure logging; pytest captures the records.
-    config = uvicorn.Config(
-        app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=5
-    )
-    server = uvicorn.Server(config)
+    options: dict[str, object] = {"log_config": None, "access_log": False, "lifespan": "on"}
+    if create is None:
+        server = uvicorn.Server(uvicorn.Config(app, timeout_graceful_shutdown=5, **options))  # type: ignore[arg-type]
+    else:
+        server = create(app, **options)
     exit_codes: list[object] = []
 
     def run() -> None:

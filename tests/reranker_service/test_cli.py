@@ -1,7 +1,7 @@
 """``harvest serve``: its options, and how flags and ``HARVEST_*`` variables become the served Settings.
 
 Under test: ``trajectory_lake.cli.main`` through click's ``CliRunner``, with ``serve`` resolved through
-the installed entry point. ``uvicorn.run`` is replaced by a recorder where a test only needs the app
+the installed entry point. The server's ``run`` is replaced by a recorder where a test only needs the app
 the command would serve, so no port is bound.
 """
 
@@ -16,19 +16,27 @@ from click.testing import CliRunner
 from fastapi import FastAPI
 
 from reranker_service import DummyBackend, Settings, create_app
+from reranker_service.api.server import ANSWER_S
 from tests.reranker_service._helpers import serve
 from trajectory_lake.cli import main
 
 
 @pytest.fixture
 def served(monkeypatch) -> list[FastAPI]:
-    """Replace ``uvicorn.run`` with a recorder of the apps ``harvest serve`` would run."""
+    """Replace the run of ``harvest serve``'s server with a recorder of the apps it would run."""
     import uvicorn
 
+    from reranker_service.api import server as api_server
     from reranker_service.backends import ValueModelBackend
 
     apps: list[FastAPI] = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: apps.append(app))
+
+    def run(server: uvicorn.Server, sockets: object = None) -> None:
+        server.started = True
+        apps.append(server.config.app)
+        apps[-1].state.uvicorn_config = server.config
+
+    monkeypatch.setattr(api_server._Server, "run", run)  # not uvicorn.Server: tests still serve with it
     # The command loads the model before serving; stand a dummy in for the registry.
     monkeypatch.setattr(
         ValueModelBackend, "load", classmethod(lambda cls, model, **kwargs: DummyBackend(model))
@@ -98,6 +106,20 @@ class TestSettingsWiring:
         assert result.exit_code == 0, result.output
         settings = served[0].state.settings
         assert (settings.port, settings.api_keys) == (9010, ("k1", "k2"))
+
+    @pytest.mark.parametrize(
+        ("args", "env", "uvicorn_timeout"),
+        [
+            (["--shutdown-timeout-s", "5"], {"HARVEST_SHUTDOWN_TIMEOUT_S": "9"}, 5 + ANSWER_S),
+            ([], {"HARVEST_SHUTDOWN_TIMEOUT_S": "0"}, None),  # 0: uvicorn waits forever
+            ([], {}, 30 + ANSWER_S),
+        ],
+    )
+    def test_shutdown_timeout_bounds_uvicorns_graceful_shutdown(self, served, args, env, uvicorn_timeout):
+        result = CliRunner().invoke(main, ["serve", *args], env=env)
+
+        assert result.exit_code == 0, result.output
+        assert served[0].state.uvicorn_config.timeout_graceful_shutdown == uvicorn_timeout
 
     def test_invalid_environment_value_exits_with_a_usage_error_naming_it(self, served):
         result = CliRunner().invoke(main, ["serve"], env={"HARVEST_PORT": "eighty"})

@@ -18,6 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from reranker_service import DummyBackend, Settings, create_app
+from reranker_service.api import create_server
+from reranker_service.api.server import ANSWER_S
 from reranker_service.backends import Forwarded, Item
 from reranker_service.service import RerankService
 from tests.reranker_service._helpers import WAIT_S, SlowBackend, rerank_body, serve
@@ -372,6 +374,30 @@ class TestShutdown:
         assert [a.status_code for a in answers] == [200, 200]
         assert [len(a.json()["results"]) for a in answers] == [1, 2]
         assert engine.stats.failed == 0
+
+    def test_a_model_that_never_returns_is_cut_off_after_shutdown_timeout_s_and_its_requests_get_503(
+        self, slow_backend
+    ):
+        timeout = 0.5
+        app = create_app(Settings(shutdown_timeout_s=timeout), backend=slow_backend)
+        with serve(app, create=create_server) as server:
+            engine = app.state.engine
+            with server.client() as first, server.client() as second, ThreadPoolExecutor(2) as pool:
+                in_flight = pool.submit(first.post, "/v1/rerank", json=rerank_body(1))
+                assert slow_backend.entered.wait(WAIT_S)  # ... and never leaves: release is never set
+                queued = pool.submit(second.post, "/v1/rerank", json=rerank_body(2))
+                wait_for(lambda: engine.queue_depth == 1, "the second request queueing")
+                told = time.monotonic()
+                server.server.should_exit = True  # what SIGTERM does
+                answers = [in_flight.result(WAIT_S), queued.result(WAIT_S)]
+                answered_s = time.monotonic() - told
+        stopped_s = time.monotonic() - told  # serve() joined the server's thread
+
+        assert [a.status_code for a in answers] == [503, 503]  # the engine's stop, not uvicorn's cancel (500)
+        assert {a.json()["error"]["type"] for a in answers} == {"not_ready"}
+        assert timeout - 0.1 <= answered_s < timeout + ANSWER_S
+        assert stopped_s < timeout + ANSWER_S + 2, f"shutdown took {stopped_s:.1f}s"
+        assert not engine.ready
 
 
 class TestTokenLimit:

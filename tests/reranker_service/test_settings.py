@@ -128,6 +128,16 @@ class TestServingSettings:
             settings.reload_poll_s,
         ) == (True, "/tmp/lake", 2.5, 7, 30.0)
 
+    def test_shutdown_timeout_is_read_from_the_environment_and_a_flag_wins(self):
+        assert Settings().shutdown_timeout_s == 30.0
+        env = {"HARVEST_SHUTDOWN_TIMEOUT_S": "2.5"}
+        assert Settings.from_env(env).shutdown_timeout_s == 2.5
+        assert (
+            Settings.from_env(env, shutdown_timeout_s="0").shutdown_timeout_s == 0
+        )  # --shutdown-timeout-s 0
+        with pytest.raises(ValueError, match=r"shutdown_timeout_s must be >= 0.*HARVEST_SHUTDOWN_TIMEOUT_S"):
+            Settings.from_env({"HARVEST_SHUTDOWN_TIMEOUT_S": "-1"})
+
     def test_flag_strings_are_parsed_like_variables(self):
         settings = Settings.from_env({}, index_version="3", max_wait_ms="0.5", neighbors=False)
         assert (settings.index_version, settings.max_wait_ms, settings.neighbors) == (3, 0.5, False)
