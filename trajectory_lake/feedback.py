@@ -14,10 +14,13 @@ decisions exactly like ingested rollouts:
 * ``rerank_events``: the event itself (what was served with which scores, what was chosen, the
   outcome), keyed by (request_id, event_id).
 
-Each table is one append of only the rows whose keys are new, in dependency order, with
+Each table gets one commit of only the rows whose keys are new, in dependency order, with
 ``rerank_events`` last: writing the same feedback twice adds nothing, and a crash between tables
-leaves rows that the retry completes. :func:`feedback_rows` is the pure part (rows from a
-:class:`Feedback`); :func:`write_feedback` does the IO.
+leaves rows that the retry completes. The commit is a MERGE that inserts unmatched keys
+(:meth:`Lake.insert_new`), so two processes sharing the lake that write the same feedback at once
+still add each row once: delta-rs rejects the later MERGE as conflicting and its re-run matches.
+:func:`feedback_rows` is the pure part (rows from a :class:`Feedback`); :func:`write_feedback` does
+the IO.
 """
 
 from __future__ import annotations
@@ -319,9 +322,8 @@ def write_feedback(lake: Lake, feedback: Feedback) -> FeedbackWrite:
         )
         present = {tuple(r) for r in lake.existing_keys(table, keys).iter_rows()}
         new = [r for r in table_rows if tuple(r[k] for k in KEYS[table]) not in present]
-        if new:
-            lake.append(table, conform(table, new), metadata=metadata)
-        written[table] = len(new)
+        # the check above only spares a commit; the MERGE decides, so concurrent retries insert once
+        written[table] = lake.insert_new(table, conform(table, new), metadata=metadata) if new else 0
     return FeedbackWrite(
         event_id=feedback.event_id,
         rows=written,

@@ -16,7 +16,9 @@ import json
 import logging
 import math
 import os
+import random
 import re
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, date, datetime
@@ -26,6 +28,7 @@ from urllib.parse import unquote
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pa_fs
 from deltalake import CommitProperties, DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError as DeltaTableNotFound
@@ -354,6 +357,41 @@ class Lake:
         )
         return self.version(table)
 
+    def insert_new(self, table: str, rows: pa.Table, *, metadata: Mapping[str, str] | None = None) -> int:
+        """Insert the rows of ``rows`` whose key (``KEYS[table]``) ``table`` lacks, in one atomic commit,
+        exactly once even when other processes insert the same keys at the same time.
+
+        A MERGE that inserts only unmatched rows: delta-rs rejects its commit when a concurrent commit
+        added data it should have read (``CommitFailedError``), and the MERGE is then run again on the
+        new version, where those rows match. No rows are rewritten; no commit when nothing is new.
+
+        Returns:
+            How many rows were inserted.
+        """
+        key = KEYS[table]
+        rows = conform(table, rows)
+        first = pc.unique(rows.column(key[0])).to_pylist()
+        # a literal target-side filter lets delta-rs skip files by their statistics (facts §1.5)
+        within = f"t.{key[0]} IN ({', '.join(_sql_string(v) for v in first)}) AND " if first else ""
+        predicate = within + " AND ".join(f"t.{k} = s.{k}" for k in key)
+        commit = CommitProperties(custom_metadata=dict(metadata or {}),
+                                  max_commit_retries=_MAX_COMMIT_RETRIES)
+        attempt = 0
+        while True:
+            try:
+                result = (
+                    self.delta_table(table)
+                    .merge(rows, predicate=predicate, source_alias="s", target_alias="t",
+                           writer_properties=_WRITER_PROPERTIES, commit_properties=commit)
+                    .when_not_matched_insert_all()
+                    .execute()
+                )
+                return int(result["num_target_rows_inserted"])
+            except CommitFailedError:
+                attempt += 1
+                if attempt >= _MAX_COMMIT_RETRIES:
+                    raise
+                time.sleep(random.uniform(0, 0.01 * attempt))  # spread the losers' re-runs
 
     def append(self, table: str, rows: pa.Table, *, metadata: Mapping[str, str] | None = None) -> int:
         """Append ``rows`` to ``table`` in one atomic commit.
@@ -570,6 +608,11 @@ def _as_datetime(text: str) -> datetime | str:
     except ValueError:
         return text
     return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _sql_string(value: object) -> str:
+    """``value`` as a SQL string literal."""
+    return "'" + str(value).replace("'", "''") + "'"
 
 
 def _one_line(exc: BaseException) -> str:

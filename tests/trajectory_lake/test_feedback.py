@@ -156,3 +156,53 @@ class TestTaskIds:
         lake = Lake(tmp_path / "lake").create()
         assert resolve_task_id(lake, "mine-7", "p") == ("served/mine-7", False)
         assert resolve_task_id(lake, None, "p")[0].startswith("served/b2:")
+
+
+_RETRY_AT_ONCE = """
+import sys, time
+from pathlib import Path
+sys.path[:0] = [sys.argv[3]]
+from tests.trajectory_lake.test_feedback import feedback
+from trajectory_lake import Lake
+from trajectory_lake.feedback import write_feedback
+
+lake, signals = Lake(sys.argv[1]), Path(sys.argv[2])
+(signals / f"ready-{sys.argv[4]}").touch()
+while not (signals / "go").exists():
+    time.sleep(0.001)
+print(write_feedback(lake, feedback()).rows["rerank_events"])
+"""
+
+
+class TestConcurrentRetries:
+    def test_processes_writing_the_same_feedback_at_once_write_one_event_and_one_outcome(self, tmp_path):
+        import subprocess
+        import sys
+        import time
+        from pathlib import Path
+
+        lake = Lake(tmp_path / "lake").create()
+        signals = tmp_path / "signals"
+        signals.mkdir()
+        root = str(Path(__file__).resolve().parents[2])
+        workers = [
+            subprocess.Popen(
+                [sys.executable, "-c", _RETRY_AT_ONCE, lake.uri, str(signals), root, str(i)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(3)
+        ]
+        deadline = time.monotonic() + 60
+        while len(list(signals.glob("ready-*"))) < len(workers) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        (signals / "go").touch()
+        results = [w.communicate(timeout=120) for w in workers]
+
+        assert [w.returncode for w in workers] == [0] * len(workers), [err for _, err in results]
+        assert sorted(int(out) for out, _ in results) == [0] * (len(workers) - 1) + [1]
+        assert lake.read("rerank_events").get_column("event_id").to_list() == [feedback().event_id]
+        assert lake.read("outcomes").height == 1
+        assert lake.read("candidates").height == 2 and lake.read("trajectories").height == 2
+        assert lake.read("runs").height == 1 and lake.read("tasks").height == 1
