@@ -9,15 +9,23 @@ from __future__ import annotations
 
 import logging
 import re
+import signal
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner
 from fastapi import FastAPI
 
 from reranker_service import DummyBackend, Settings, create_app
 from reranker_service.api.server import ANSWER_S
-from tests.reranker_service._helpers import serve
+from tests.reranker_service._helpers import WAIT_S, rerank_body, serve
 from trajectory_lake.cli import main
 
 
@@ -165,3 +173,64 @@ class TestStartupFailure:
 
         assert result.exit_code == 1, f"exit code {result.exit_code}: {result.output}"
         assert f"Error: no model at '{missing}'" in result.output
+
+
+STUCK_CHILD = """
+import sys
+import threading
+
+from reranker_service.backends import DummyBackend, ValueModelBackend
+from trajectory_lake.cli import main
+
+
+class Stuck(DummyBackend):
+    def forward(self, items, *, embed=False):
+        print("entered", flush=True)
+        threading.Event().wait()  # a model call that never returns
+
+
+ValueModelBackend.load = classmethod(lambda cls, model, **kwargs: Stuck(model))
+main(["serve", "--port", sys.argv[1], "--shutdown-timeout-s", "0.5", "--log-level", "warning"])
+"""
+
+
+@pytest.mark.slow  # starts a server in a child process
+@pytest.mark.timeout(180)
+def test_sigterm_with_a_stuck_model_answers_503_and_the_process_exits_after_shutdown_timeout_s():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    child = subprocess.Popen(
+        [sys.executable, "-c", STUCK_CHILD, str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120  # the child imports torch
+        while True:
+            assert child.poll() is None, child.communicate()[1][-4000:]
+            assert time.monotonic() < deadline, "harvest serve did not start"
+            try:
+                if httpx.get(f"{url}/ready", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        with ThreadPoolExecutor(2) as pool:
+            answer = pool.submit(httpx.post, f"{url}/v1/rerank", json=rerank_body(1), timeout=WAIT_S)
+            assert pool.submit(child.stdout.readline).result(WAIT_S) == "entered\n"
+            told = time.monotonic()
+            child.send_signal(signal.SIGTERM)
+            status = answer.result(WAIT_S).status_code
+            code = child.wait(timeout=WAIT_S)
+        exited_s = time.monotonic() - told
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.communicate()
+
+    assert status == 503
+    assert code == -signal.SIGTERM  # uvicorn re-raises the signal once it has shut down
+    assert exited_s < 0.5 + ANSWER_S + 5, f"exit took {exited_s:.1f}s"
