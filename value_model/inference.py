@@ -198,16 +198,25 @@ class Scorer:
         pass all of a task's candidates in one call. Threads may share a scorer (see
         :meth:`thread_tokenizer`).
         """
-        options = self.info.get("serialize", {})
-        values, truncated = predict_values(
-            self.model, self.thread_tokenizer(), [prompt] * len(candidates), list(candidates),
-            max_length=self.max_length, batch_size=self.batch_size,
-            contexts=[context] * len(candidates) if context else None,
-            context_steps=int(options.get("context_steps", 8)),
-            include_reasoning=bool(options.get("include_reasoning", False)),
-        )
+        values, truncated = self.raw_values([prompt] * len(candidates), list(candidates),
+                                            contexts=[context] * len(candidates) if context else None)
         final, scores = self.combine(candidates, values, prompt=prompt)
         return ScoredBatch(values=final, scores=scores, truncated=truncated, model_values=values)
+
+    def raw_values(
+        self, prompts: Sequence[str], candidates: Sequence[str], *,
+        contexts: Sequence[Sequence[Mapping[str, Any]] | None] | None = None,
+    ) -> tuple[np.ndarray, list[bool]]:
+        """:func:`predict_values` with this scorer's model, this thread's tokenizer, token budget, batch
+        size and the serialization the model was trained with (context steps kept, reasoning or not):
+        the network's raw values of the examples, and which were truncated. Not combined (:meth:`combine`).
+        """
+        options = self.info.get("serialize", {})
+        return predict_values(
+            self.model, self.thread_tokenizer(), prompts, candidates, max_length=self.max_length,
+            batch_size=self.batch_size, contexts=contexts, context_steps=int(options.get("context_steps", 8)),
+            include_reasoning=bool(options.get("include_reasoning", False)),
+        )
 
     def combine(
         self, candidates: Sequence[str], values: np.ndarray, *, prompt: str | None = None

@@ -44,7 +44,7 @@ from value_model.config import TrainConfig
 from value_model._runtime import Runtime, broadcast, usable_device
 from value_model.data import action_examples_of, examples_of, load_steps, with_reference_positives
 from value_model.evaluation import EvaluationOptions, EvaluationReport, evaluate_candidates
-from value_model.inference import Scorer, predict_values
+from value_model.inference import Scorer
 from value_model.model import ValueModel
 from value_model.tracking import RegisteredModel, log_and_register, resolve_model
 from value_model.tracking import tracking_uri as resolve_tracking_uri
@@ -327,15 +327,9 @@ def _score(
             scored = scorer.score(prompt, [contents[i] for i in idx])
             values[idx], probabilities[idx] = scored.values, scored.scores
         return values, probabilities
-    options = scorer.info.get("serialize", {})
     prompt_of = {task: prompt for task, _, prompt in prompts.iter_rows()}
-    raw, _ = predict_values(
-        scorer.model, scorer.thread_tokenizer(), [prompt_of[t] for t in frame.get_column("task_id")],
-        contents, max_length=scorer.max_length, batch_size=scorer.batch_size,
-        contexts=[steps.get(t) for t in frame.get_column("trajectory_id")],
-        context_steps=int(options.get("context_steps", 8)),
-        include_reasoning=bool(options.get("include_reasoning", False)),
-    )
+    raw, _ = scorer.raw_values([prompt_of[t] for t in frame.get_column("task_id")], contents,
+                               contexts=[steps.get(t) for t in frame.get_column("trajectory_id")])
     for _, idx, prompt in prompts.iter_rows():
         values[idx], probabilities[idx] = scorer.combine([contents[i] for i in idx], raw[idx], prompt=prompt)
     return values, probabilities

@@ -61,16 +61,9 @@ class HarvestValueModel(mlflow.pyfunc.PythonModel):
 
         import numpy as np
 
-        from value_model.inference import predict_values
-
-        options = self.scorer.info.get("serialize", {})
         contexts = [json.loads(p.context) if p.context else None for p in model_input]
-        values, _ = predict_values(
-            self.scorer.model, self.scorer.thread_tokenizer(), [p.prompt for p in model_input],
-            [p.candidate for p in model_input], max_length=self.scorer.max_length,
-            contexts=contexts if any(contexts) else None, context_steps=int(options.get("context_steps", 8)),
-            include_reasoning=bool(options.get("include_reasoning", False)),
-        )
+        prompts, candidates = [p.prompt for p in model_input], [p.candidate for p in model_input]
+        values, _ = self.scorer.raw_values(prompts, candidates, contexts=contexts if any(contexts) else None)
         tasks: dict[tuple[str, str], list[int]] = {}
         for index, pair in enumerate(model_input):
             tasks.setdefault((pair.prompt, pair.context or ""), []).append(index)

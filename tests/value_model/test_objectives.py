@@ -95,6 +95,9 @@ class TestTrajectoryLevel:
                                      contexts=[context], context_steps=4, include_reasoning=True)
         scored = scorer.score(row["prompt"], [row["content"]], context=context)
         assert scored.values == pytest.approx(expected, abs=1e-5) and scored.truncated == [True]
+        # the scorer's raw values (what the pyfunc and evaluation combine) serialize as the model was saved
+        raw, truncated = scorer.raw_values([row["prompt"]], [row["content"]], contexts=[context])
+        assert raw == pytest.approx(expected, abs=1e-5) and truncated == [True]
 
     def test_context_without_steps_is_refused(self, lite_subset, tiny_encoder_dir):
         model, tokenizer = ValueModel.from_backbone(str(tiny_encoder_dir))
