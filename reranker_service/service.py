@@ -509,22 +509,19 @@ class RerankService:
                 f"{previous.info.label} keeps serving"
             ) from None
         self._pinned = None if reference == self.settings.model else reference
-        if backend.info.cache_revision == previous.info.cache_revision:
+        changed = backend.info.cache_revision != previous.info.cache_revision
+        if changed:
+            self.engine.swap(backend)
+            if self.settings.neighbors:
+                self._build_index()
+        else:
             backend.close()
-            return Reloaded(
-                previous=previous.info.label,
-                model=previous.info.label,
-                revision=previous.info.cache_revision,
-                changed=False,
-            )
-        self.engine.swap(backend)
-        if self.settings.neighbors:
-            self._build_index()
+            backend = previous
         return Reloaded(
             previous=previous.info.label,
             model=backend.info.label,
             revision=backend.info.cache_revision,
-            changed=True,
+            changed=changed,
         )
 
     _MAX_SKIPPED_POLLS = 63  # a version that keeps failing to load is tried again at least this often
