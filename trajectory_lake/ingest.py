@@ -481,15 +481,15 @@ def _read_members(
     pa.array([])
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
     window: deque[tuple[Member, Future[ReadResult] | None]] = deque()
-    # A forked reader starts with every object of this process. gc.freeze leaves those out of its garbage
-    # collections, which would walk them all (and copy the pages they touch) as it builds its rows: the
-    # reader's own young objects are all there is to collect.
     ahead = 0  # input bytes of the files in the window that readers read (a lazy one is read here)
 
     def full() -> bool:
         return len(window) >= _READ_AHEAD_FILES * processes or (
             len(window) >= 2 * processes and ahead >= READ_AHEAD_BYTES)
 
+    # A forked reader starts with every object of this process. gc.freeze leaves those out of its garbage
+    # collections, which would walk them all (and copy the pages they touch) as it builds its rows: the
+    # reader's own young objects are all there is to collect.
     with ProcessPoolExecutor(max_workers=processes, mp_context=context, initializer=gc.freeze) as pool:
         try:
             for member in members:

@@ -422,16 +422,10 @@ def make_step(
     """
     if not isinstance(role, str) or not role:
         raise ValueError(f"step {step_index}: role must be a non-empty string, got {role!r}")
-    # _check only where a value is set and not of its column's exact type (where it raises, or lets a
-    # subclass pass): this runs once per event, and nearly every value is None or fits.
-    if reasoning is not None and type(reasoning) is not str:
-        _check("reasoning", reasoning, "text", step=step_index)
-    if tool_call_id is not None and type(tool_call_id) is not str:
-        _check("tool_call_id", tool_call_id, "text", step=step_index)
-    if is_error is not None and type(is_error) is not bool:
-        _check("is_error", is_error, "flag", step=step_index)
-    if tokens is not None and type(tokens) is not int:
-        _check("tokens", tokens, "integer", step=step_index)
+    _check("reasoning", reasoning, "text", step=step_index)
+    _check("tool_call_id", tool_call_id, "text", step=step_index)
+    _check("is_error", is_error, "flag", step=step_index)
+    _check("tokens", tokens, "integer", step=step_index)
     if content is not None and not isinstance(content, str):
         content = json.dumps(content, ensure_ascii=False)  # multimodal content parts
     return {
