@@ -507,7 +507,7 @@ def fit(
                                    dtype=torch.float32)
             model.train()
         epoch_plan = plan(epoch)
-        epoch_losses: list[float] = step_losses[len(step_losses) - done:]
+        epoch_start = len(step_losses) - done  # this epoch's losses: step_losses[epoch_start:]
         for position in range(done, len(epoch_plan)):
             global_step = epoch_plan[position]
             if step >= total_steps:
@@ -543,7 +543,6 @@ def fit(
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             step_losses.append(float(step_loss))
-            epoch_losses.append(float(step_loss))
             step += 1
             if step % 10 == 0 and runtime.is_main:
                 logger.info("step %d/%d loss %.4f (%.0fs)", step, total_steps, step_losses[-1],
@@ -561,6 +560,7 @@ def fit(
                     keep=config.checkpoint_keep)
         done = 0
         if log and runtime.is_main:
+            epoch_losses = step_losses[epoch_start:]
             log({"train_loss": float(np.mean(epoch_losses)) if epoch_losses else math.nan}, step)
         epoch += 1
 

@@ -193,8 +193,18 @@ class TestResume:
     ):
         train, val = patches
         options = {"lora_rank": 4, "lora_dropout": 0.1, "learning_rate": 1e-2} if lora else {}
+        epoch_losses: dict[str, list[tuple[int, float]]] = {"straight": [], "resumed": []}
+
+        def logger_of(run: str):
+            def log(metrics, step):
+                if "train_loss" in metrics:
+                    epoch_losses[run].append((step, metrics["train_loss"]))
+
+            return log
+
         straight = _fit(
-            tiny_encoder_dir, train, val, _patch_config(tiny_encoder_dir, tmp_path / "a", **options)
+            tiny_encoder_dir, train, val, _patch_config(tiny_encoder_dir, tmp_path / "a", **options),
+            log=logger_of("straight"),
         )
         steps = len(straight.step_losses)
         assert steps == 10 and straight.resumed_from is None  # 5 steps an epoch: step 2 is inside epoch 0
@@ -204,9 +214,14 @@ class TestResume:
             _crash_after_step(patch, 2)
             with pytest.raises(_Crash):
                 _fit(tiny_encoder_dir, train, val, config)
-        resumed = _fit(tiny_encoder_dir, train, val, config, resume="latest")
+        resumed = _fit(tiny_encoder_dir, train, val, config, resume="latest", log=logger_of("resumed"))
         assert resumed.resumed_from == str(tmp_path / "b" / "step-00000002")
         _assert_same_training(resumed, straight)
+        # the resumed epoch's logged loss is the mean of all its steps, those before the stop included
+        assert [step for step, _ in epoch_losses["resumed"]] == [step for step, _ in epoch_losses["straight"]]
+        assert [step for step, _ in epoch_losses["straight"]] == [5, 10]
+        assert [loss for _, loss in epoch_losses["resumed"]] == pytest.approx(
+            [loss for _, loss in epoch_losses["straight"]], rel=1e-6, abs=1e-6)
 
     def test_resuming_bootstrapped_td_targets_mid_epoch_uses_the_epochs_own_targets(
         self, agent_lake, tiny_decoder_dir, tmp_path, monkeypatch
