@@ -32,10 +32,6 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer, PretrainedConfig,
 __all__ = ["ARTEFACT_FORMAT", "ValueModel", "is_decoder", "resolve_backbone"]
 
 ARTEFACT_FORMAT = 1
-_DECODER_TYPES = {
-    "qwen2", "qwen3", "qwen3_moe", "llama", "mistral", "mixtral", "gemma", "gemma2", "gemma3", "phi3", "gpt2",
-    "gpt_neox", "olmo2", "granite", "deepseek_v3",
-}
 
 
 def resolve_backbone(name: str) -> Path:
@@ -83,8 +79,7 @@ def is_decoder(config: PretrainedConfig) -> bool:
     if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures):
         return True
     kind = config.model_type
-    causal_only = kind in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and kind not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
-    return kind in _DECODER_TYPES or causal_only
+    return kind in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and kind not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
 
 class ValueModel(nn.Module):

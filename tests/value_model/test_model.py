@@ -49,6 +49,15 @@ class TestBackbones:
 
         assert is_decoder(getattr(transformers, name)(**options)) is decoder
 
+    @pytest.mark.parametrize("model_type", [
+        "qwen2", "qwen3", "qwen3_moe", "llama", "mistral", "mixtral", "gemma", "gemma2", "gemma3", "phi3",
+        "gpt2", "gpt_neox", "olmo2", "granite", "deepseek_v3",
+    ])
+    def test_the_decoder_families_are_decoders_by_their_model_type_alone(self, model_type):
+        from transformers import AutoConfig
+
+        assert is_decoder(AutoConfig.for_model(model_type))
+
     def test_a_base_gemma3_text_model_directory_pools_on_the_last_token(self, tmp_path, minilm_tokenizer):
         from transformers import AutoModel, Gemma3TextConfig
 
