@@ -514,7 +514,9 @@ def fit(
                 break
             denominators = _denominators(global_step, labels, groups, weights)
             mine = rank_share(global_step, rank=runtime.rank, world_size=runtime.world_size)
-            step_loss = torch.zeros((), dtype=torch.float64)
+            # summed on the training device: one host sync a step (float() below), not one a micro-batch,
+            # and what all_reduce takes under NCCL
+            step_loss = torch.zeros((), dtype=torch.float64, device=device)
             for k, batch in enumerate(mine):
                 last = k == len(mine) - 1
                 # dropout masks depend on the micro-batch's place in the global step, not on the rank that
@@ -534,9 +536,8 @@ def fit(
                         weights=weights, denominators=denominators,
                     )
                     (loss * runtime.world_size).backward()
-                step_loss += loss.detach().double().cpu()
-            if runtime.distributed:  # on the training device: a group of NCCL alone reduces no CPU tensor
-                step_loss = step_loss.to(device)
+                step_loss += loss.detach().double()
+            if runtime.distributed:
                 dist.all_reduce(step_loss)
             torch.nn.utils.clip_grad_norm_(trainable, 1.0)
             optimizer.step()
