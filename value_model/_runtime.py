@@ -120,8 +120,8 @@ def distributed_session(*, device: str = "auto") -> Iterator[Runtime]:
     target = resolve_device(device, local_rank=local_rank)
     if target.type == "cuda":
         torch.cuda.set_device(target)
-    # NCCL reduces CUDA tensors only; the trainer also reduces CPU ones (each step's loss), so a GPU job
-    # carries gloo for them.
+    # NCCL takes CUDA tensors only: a GPU job carries gloo beside it for any collective on CPU tensors
+    # (the trainer's own step-loss all_reduce runs on the training device)
     backend = "cpu:gloo,cuda:nccl" if target.type == "cuda" else "gloo"
     dist.init_process_group(backend=backend, rank=rank, world_size=world_size)
     try:
