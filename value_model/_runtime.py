@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -22,6 +23,7 @@ __all__ = [
     "Runtime",
     "autocast",
     "broadcast",
+    "check_device_name",
     "distributed_session",
     "gather",
     "resolve_device",
@@ -52,12 +54,42 @@ def resolve_device(device: str, *, local_rank: int = 0) -> torch.device:
     return torch.device(device)
 
 
-def usable_device(device: str) -> torch.device:
+# auto, cpu, cuda, or cuda:N written as torch reads it (no sign, no leading zero, ASCII digits:
+# str.isdigit also takes '٣' and '²', which torch refuses)
+_DEVICE_NAME = re.compile(r"auto|cpu|cuda(?::(0|[1-9][0-9]*))?")
+# torch holds a device index in 8 bits: "cuda:128" silently becomes cuda:-128
+_MAX_DEVICE_INDEX = 127
+
+
+def check_device_name(device: object) -> str:
+    """``device`` when it is spelt as a device setting may be: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
+
+    The one rule for both :class:`~value_model.config.TrainConfig` ``device`` and ``harvest evaluate
+    --device``; it reads the spelling only, not this machine (:func:`usable_device` checks that).
+
+    Raises:
+        ValueError: anything else, e.g. ``"cuda:abc"``, ``"cuda:"``, ``"cuda:-1"``, ``"cuda:01"``,
+            ``"cuda:128"``, ``"tpu"`` or a number.
+
+    Examples:
+        >>> check_device_name("cuda:1")
+        'cuda:1'
+    """
+    match = _DEVICE_NAME.fullmatch(device) if isinstance(device, str) else None
+    if match is None:
+        raise ValueError(f"device must be auto, cpu, cuda or cuda:N, got {device!r}")
+    if match.group(1) is not None and int(match.group(1)) > _MAX_DEVICE_INDEX:
+        raise ValueError(f"device must be auto, cpu, cuda or cuda:N, got {device!r} "
+                         f"(torch numbers devices 0 to {_MAX_DEVICE_INDEX})")
+    return device
+
+
+def usable_device(device: str, *, local_rank: int = 0) -> torch.device:
     """:func:`resolve_device` of ``device``, checked to exist on this machine, for a model to be put on.
 
     Raises:
-        ValueError: ``device`` is not ``auto``, ``cpu``, ``cuda`` or ``cuda:N``; or it is a CUDA device
-            and this machine has no CUDA (or not that many devices).
+        ValueError: ``device`` is not ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (:func:`check_device_name`);
+            or it is a CUDA device and this machine has no CUDA (or not that many devices).
 
     Examples:
         >>> usable_device("cuda:abc")
@@ -65,16 +97,14 @@ def usable_device(device: str) -> torch.device:
         ...
         ValueError: device must be auto, cpu, cuda or cuda:N, got 'cuda:abc'
     """
-    index = device.removeprefix("cuda:")
-    if not (device in ("auto", "cpu", "cuda") or (device.startswith("cuda:") and index.isdigit())):
-        raise ValueError(f"device must be auto, cpu, cuda or cuda:N, got {device!r}")
-    resolved = resolve_device(device)
+    resolved = resolve_device(check_device_name(device), local_rank=local_rank)
     if resolved.type == "cuda":
         if not torch.cuda.is_available():
             raise ValueError(f"device {device!r}: this machine has no CUDA device (torch.cuda.is_available() "
                              "is False); use cpu, or auto to take a GPU where there is one")
         if (resolved.index or 0) >= (count := torch.cuda.device_count()):
-            raise ValueError(f"device {device!r}: this machine has {count} CUDA device(s), "
+            named = "" if str(resolved) == device else f" ({resolved}, for LOCAL_RANK {local_rank})"
+            raise ValueError(f"device {device!r}{named}: this machine has {count} CUDA device(s), "
                              f"cuda:0 to cuda:{count - 1}")
     return resolved
 
@@ -112,12 +142,16 @@ def distributed_session(*, device: str = "auto") -> Iterator[Runtime]:
     The backend is NCCL for CUDA tensors plus gloo for CPU ones when the process trains on CUDA, gloo
     alone otherwise. A world of one starts no process group. Library code never calls this; entry
     points do.
+
+    Raises:
+        ValueError: under ``torchrun``, ``device`` (for this rank: ``auto`` and ``cuda`` are
+            ``cuda:LOCAL_RANK``) is not on this machine (:func:`usable_device`).
     """
     rank, world_size, local_rank = _torchrun_env()
     if world_size <= 1 or dist.is_initialized():
         yield Runtime.current()
         return
-    target = resolve_device(device, local_rank=local_rank)
+    target = usable_device(device, local_rank=local_rank)  # a one-line error, not torch's, before any data
     if target.type == "cuda":
         torch.cuda.set_device(target)
     # NCCL takes CUDA tensors only: a GPU job carries gloo beside it for any collective on CPU tensors

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from value_model._runtime import check_device_name
 from value_model.consensus import FEATURES, OBJECTIVES, VALUE, Objective
 
 __all__ = ["Objectives", "TrainConfig", "load_config"]
@@ -196,8 +197,10 @@ class TrainConfig:
             problems.append(f"precision must be auto, fp32 or bf16, got {self.precision!r}")
         if self.parallel not in ("ddp", "fsdp"):
             problems.append(f"parallel must be ddp or fsdp, got {self.parallel!r}")
-        if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
-            problems.append(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+        try:
+            check_device_name(self.device)  # the spelling; whether this machine has it is checked on training
+        except ValueError as exc:
+            problems.append(str(exc))
         if self.epochs <= 0:
             problems.append(f"epochs must be > 0, got {self.epochs}")
         if self.batch_size < 1 or self.eval_batch_size < 1:

@@ -115,10 +115,12 @@ def train_from_lake(
     params name the checkpoint directory, its ``harvest.resumed_from`` tag the checkpoint it resumed.
 
     Raises:
-        ValueError: the slice holds no labelled candidates (or, for actions, no steps), or ``resume``
-            names a checkpoint of another run (:class:`~value_model.checkpoint.CheckpointError`).
+        ValueError: ``config.device`` is not on this machine (checked before anything is read), the slice
+            holds no labelled candidates (or, for actions, no steps), or ``resume`` names a checkpoint of
+            another run (:class:`~value_model.checkpoint.CheckpointError`).
     """
     runtime = runtime or Runtime.current()
+    usable_device(config.device, local_rank=runtime.local_rank)  # before the slice is read, not after
     spec = slice_spec or default_slice(config)
     if config.kind == "action" and spec.kind == "action":
         raise ValueError("kind = 'action' trains on the steps of a trajectory-level slice: give a slice of "

@@ -54,7 +54,14 @@ from torch.distributed.fsdp import FSDPModule, fully_shard
 from transformers import get_linear_schedule_with_warmup
 
 from trajectory_lake.dependencies import lazy_import
-from value_model._runtime import Runtime, autocast, gather, resolve_device, resolve_precision
+from value_model._runtime import (
+    Runtime,
+    autocast,
+    gather,
+    resolve_device,
+    resolve_precision,
+    usable_device,
+)
 from value_model.batching import plan_epoch, rank_share
 from value_model.checkpoint import (
     TrainerState,
@@ -394,7 +401,7 @@ def fit(
 
     Raises:
         ValueError: the training split is empty or too small for one step, the splits share a task,
-            or context is asked for without ``steps``.
+            context is asked for without ``steps``, or ``config.device`` is not on this machine.
         CheckpointError: ``resume`` names no checkpoint, or one written by a run with another config or
             other data (a :class:`ValueError`).
     """
@@ -407,7 +414,7 @@ def fit(
         raise ValueError("this config serializes trajectory context (include_context or kind='action'): "
                          "pass steps=load_steps(lake, trajectory_ids)")
     runtime = runtime or Runtime.current()
-    device = resolve_device(config.device, local_rank=runtime.local_rank)
+    device = usable_device(config.device, local_rank=runtime.local_rank)  # before anything is serialized
     _seed_everything(config.seed)
     if config.threads:
         torch.set_num_threads(config.threads)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.conftest import REPO_ROOT
@@ -103,3 +105,135 @@ class TestRecipes:
     def test_scale_options_are_validated_together(self):
         with pytest.raises(ValueError, match="grad_accum_steps must be >= 1.*lora_rank must be >= 0.*device must be"):
             TrainConfig(grad_accum_steps=0, lora_rank=-1, device="tpu")
+
+
+# spellings a device setting may not take; each passed TrainConfig before (all but the last four
+# started with "cuda:", and the number crashed it with an AttributeError) and failed once training
+# moved the model, after the data was read
+BAD_DEVICES = ["cuda:abc", "cuda:-1", "cuda:", "cuda:01", "cuda:\u0663", "cuda:128", "cuda:0 ", "cuda:1\n",
+               " cuda", "CUDA", "tpu", 0]
+GOOD_DEVICES = ["auto", "cpu", "cuda", "cuda:0", "cuda:7", "cuda:127"]
+
+
+class TestDevice:
+    @pytest.mark.parametrize("device", BAD_DEVICES)
+    def test_a_misspelt_device_is_refused_when_the_config_is_made(self, device):
+        with pytest.raises(ValueError, match=r"invalid TrainConfig: device must be auto, cpu, cuda or cuda:N"):
+            TrainConfig(device=device)
+
+    @pytest.mark.parametrize("device", ["cuda:abc", 1])
+    def test_a_misspelt_device_in_a_file_is_one_error_naming_the_setting(self, tmp_path, device):
+        path = tmp_path / "x.toml"
+        path.write_text(f"[train]\ndevice = {device!r}\n".replace("'", '"'))
+        with pytest.raises(ValueError) as caught:
+            load_config(path)
+        (line,) = str(caught.value).splitlines()
+        assert line == f"invalid TrainConfig: device must be auto, cpu, cuda or cuda:N, got {device!r}"
+
+    def test_the_config_and_usable_device_accept_the_same_spellings(self, monkeypatch):
+        # harvest train (TrainConfig.device) and harvest evaluate --device (usable_device) read one rule
+        from value_model._runtime import usable_device
+
+        monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+        monkeypatch.setattr("torch.cuda.device_count", lambda: 128)  # every spelt index exists
+        for device in [*GOOD_DEVICES, *BAD_DEVICES]:
+            try:
+                TrainConfig(device=device)
+            except ValueError:
+                config = False
+            else:
+                config = True
+            try:
+                usable_device(device)
+            except ValueError:
+                usable = False
+            else:
+                usable = True
+            assert (config, usable) == (device in GOOD_DEVICES,) * 2, device
+
+    @pytest.mark.parametrize(
+        ("device", "local_rank", "cuda_devices", "message"),
+        [
+            ("cuda", 0, 0, "device 'cuda': this machine has no CUDA device"),
+            ("cuda:3", 0, 2, "device 'cuda:3': this machine has 2 CUDA device(s), cuda:0 to cuda:1"),
+            ("auto", 2, 2, "device 'auto' (cuda:2, for LOCAL_RANK 2): this machine has 2 CUDA device(s)"),
+        ],
+    )
+    def test_a_device_this_machine_has_not_is_named_with_the_rank_it_is_for(
+        self, monkeypatch, device, local_rank, cuda_devices, message
+    ):
+        from value_model._runtime import usable_device
+
+        monkeypatch.setattr("torch.cuda.is_available", lambda: cuda_devices > 0)
+        monkeypatch.setattr("torch.cuda.device_count", lambda: cuda_devices)
+        with pytest.raises(ValueError, match=re.escape(message)):
+            usable_device(device, local_rank=local_rank)
+
+
+class _ReadTooSoon(Exception):
+    """Raised where training reads its data: a missing device must be reported before."""
+
+
+class TestDeviceMissingFailsBeforeTheData:
+    @pytest.fixture(autouse=True)
+    def no_cuda(self, monkeypatch):
+        monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+        monkeypatch.setattr("torch.cuda.device_count", lambda: 0)
+
+    def test_train_from_lake_refuses_a_cuda_device_before_reading_the_slice(self, monkeypatch):
+        from value_model import pipeline
+
+        monkeypatch.setattr(pipeline, "resolve_slice", _raise_read_too_soon)
+        with pytest.raises(ValueError, match=r"device 'cuda': this machine has no CUDA device"):
+            pipeline.train_from_lake(None, TrainConfig(device="cuda"), register=None)
+
+    def test_fit_refuses_a_cuda_device_before_serializing_the_examples(self, monkeypatch):
+        import polars as pl
+
+        from value_model import trainer
+
+        monkeypatch.setattr(trainer, "serialize_examples", _raise_read_too_soon)
+        rows = pl.DataFrame({"task_id": ["a"], "prompt": ["p"], "content": ["c"], "label": [1.0]})
+        with pytest.raises(ValueError, match=r"device 'cuda:0': this machine has no CUDA device"):
+            trainer.fit(None, None, rows, rows.clear(), TrainConfig(device="cuda:0"))
+
+    def test_a_torchrun_process_group_is_not_started_on_a_missing_device(self, monkeypatch):
+        import torch.distributed as dist
+
+        from value_model._runtime import distributed_session
+
+        monkeypatch.setenv("RANK", "0")
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        monkeypatch.setenv("LOCAL_RANK", "0")
+        monkeypatch.setattr(dist, "is_initialized", lambda: False)
+        monkeypatch.setattr(dist, "init_process_group", _raise_read_too_soon)
+        with pytest.raises(ValueError, match=r"device 'cuda': this machine has no CUDA device"):
+            with distributed_session(device="cuda"):
+                pass
+
+    @pytest.mark.parametrize(
+        ("args", "message"),
+        [
+            (["--device", "cuda:abc"], "device must be auto, cpu, cuda or cuda:N, got 'cuda:abc'"),
+            (["--device", "cuda:"], "device must be auto, cpu, cuda or cuda:N, got 'cuda:'"),
+            (["--device", "cuda"], "device 'cuda': this machine has no CUDA device"),
+        ],
+    )
+    def test_harvest_train_reports_a_bad_device_in_one_line_before_reading_the_lake(
+        self, tmp_path, monkeypatch, args, message
+    ):
+        from click.testing import CliRunner
+
+        from trajectory_lake.cli import main
+        from value_model import pipeline
+
+        monkeypatch.setattr(pipeline, "resolve_slice", _raise_read_too_soon)
+        result = CliRunner().invoke(main, ["train", "--lake", str(tmp_path / "lake"), *args])
+        assert result.exit_code in (1, 2) and isinstance(result.exception, SystemExit), result.exception
+        errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+        assert len(errors) == 1 and message in errors[0], result.output
+        assert "Traceback" not in result.output
+
+
+def _raise_read_too_soon(*args, **kwargs):
+    raise _ReadTooSoon

@@ -67,6 +67,8 @@ def test_a_cuda_process_group_also_reduces_cpu_tensors(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("LOCAL_RANK", "1")
     monkeypatch.setattr("torch.cuda.set_device", lambda device: calls.setdefault("device", str(device)))
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)  # a machine with 2 GPUs: this is rank 1's
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 2)
     monkeypatch.setattr(dist, "is_initialized", lambda: False)
     monkeypatch.setattr(dist, "init_process_group", lambda **kwargs: calls.update(init=kwargs))
     monkeypatch.setattr(dist, "destroy_process_group", lambda: calls.update(destroyed=True))
