@@ -1041,3 +1041,94 @@ class TestOpenHandsV1ConversationFolder:
         assert steps["tokens"][2] == 41
         (task,) = lake.read("tasks").to_dicts()
         assert task["prompt"] == "Fix the validator in utils.py"
+
+
+class TestOpenDevinEvalOutput:
+    """OpenDevin's evaluation lines (2024, ``evaluation/swe_bench/run_infer.py`` before ``EvalOutput``):
+    ``{instance_id, swe_instance, instruction, git_patch, metadata: {agent_class, model_name, ...}, history:
+    [[action.to_dict(), obs.to_dict()], ...]}``, later with ``test_result`` (the sandbox's ``{result,
+    metadata}``), ``error`` and ``metrics``. The first ones (no ``test_result``) were "unknown format", and
+    every one of them lost its top-level patch (no candidate), its model and its SWE-bench row."""
+
+    MODEL = "gpt-4-1106-preview"
+    OUT_DIR = f"evaluation/evaluation_outputs/outputs/swe_bench/CodeActAgent/{MODEL}_maxiter_50_N_v1.0"
+
+    @staticmethod
+    def _old_event(event: dict[str, Any]) -> dict[str, Any]:
+        """An event as OpenDevin's ``to_dict()`` wrote it: no id, timestamp, source or tool-call metadata."""
+        if "action" in event:
+            return {"action": event["action"], "args": event.get("args", {}), "message": event.get("message")}
+        return {"observation": event["observation"], "content": event.get("content", ""),
+                "extras": event.get("extras", {}), "message": event.get("message")}
+
+    def _line(self, line: dict[str, Any], *, with_test_result: bool) -> dict[str, Any]:
+        events = line["history"]
+        by_cause = {e["cause"]: e for e in events if "observation" in e and e.get("cause") is not None}
+        null = {"observation": "null", "content": "", "extras": {}, "message": "No observation"}
+        record = {
+            "instance_id": "django__django-11099",
+            "swe_instance": {"instance_id": "django__django-11099", "repo": "django/django",
+                             "base_commit": "d26b2424437dabeeca94d7900b37d2df4410da0c",
+                             "problem_statement": "UsernameValidator allows trailing newline",
+                             "patch": "diff --git a/django/validators.py b/x\n", "version": "3.0"},
+            "instruction": line["instruction"],
+            "git_patch": line["test_result"]["git_patch"],
+            "metadata": {"agent_class": "CodeActAgent", "model_name": self.MODEL, "max_iterations": 50,
+                         "eval_output_dir": self.OUT_DIR, "start_time": "2024-05-01 10:00:00",
+                         "git_commit": "0123abc"},
+            "history": [
+                [self._old_event(e), self._old_event(by_cause.get(e["id"], null))]
+                for e in events
+                if "action" in e
+            ],
+        }
+        if with_test_result:
+            record.update(test_result={"result": {"resolved": True},
+                                       "metadata": {"1_test_patch_parse_success": True}},
+                          error=None, metrics=line["metrics"])
+        return record
+
+    @pytest.mark.parametrize("with_test_result", [False, True])
+    def test_a_line_gives_its_patch_model_instance_and_steps(self, eval_lines, tmp_path, with_test_result):
+        line = eval_lines["ponylang__ponyc-4595"]
+        record = self._line(line, with_test_result=with_test_result)
+        path = write_jsonl(tmp_path / "output.jsonl", [record])
+        lake = Lake(tmp_path / "lake")
+        report = ingest([path], lake)
+        assert list(report.sources.values()) == ["openhands-eval"]
+        (candidate,) = lake.read("candidates").to_dicts()
+        assert (candidate["kind"], candidate["content"]) == ("patch", line["test_result"]["git_patch"])
+        (run,) = lake.read("runs").to_dicts()
+        name = f"swe_bench/CodeActAgent/{self.MODEL}_maxiter_50_N_v1.0"
+        assert (run["model"], run["name"]) == (self.MODEL, name)
+        (task,) = lake.read("tasks").to_dicts()
+        instance = record["swe_instance"]
+        assert (task["task_id"], task["prompt"], task["base_commit"], task["reference"]) == (
+            "swe-bench/django__django-11099", instance["problem_statement"], instance["base_commit"],
+            instance["patch"],
+        )
+        steps = lake.read("steps").sort("step_index")
+        calls = steps.explode("tool_calls").drop_nulls("tool_calls")["tool_calls"].to_list()
+        actions = [e for e in line["history"] if "action" in e and "tool_call_metadata" in e]
+        assert [c["name"] for c in calls] == [e["action"] for e in actions]
+        first = next(e for e in actions if e["action"] == "run")
+        assert json.loads(next(c for c in calls if c["name"] == "run")["arguments"])["command"] == (
+            first["args"]["command"]
+        )
+        extra = json.loads(lake.read("trajectories")["extra"][0])
+        assert "git_patch" not in extra and "swe_instance" not in extra  # columns now, not copies
+        if with_test_result:
+            assert extra["test_result"]["result"] == {"resolved": True}
+
+    def test_the_old_metadata_json_beside_the_lines_names_the_model(self, eval_lines, tmp_path):
+        record = self._line(eval_lines["ponylang__ponyc-4595"], with_test_result=True)
+        run_dir = tmp_path / "run"
+        run_dir.mkdir()
+        (run_dir / "metadata.json").write_text(json.dumps(record["metadata"]), encoding="utf-8")
+        del record["metadata"]
+        write_jsonl(run_dir / "output.jsonl", [record])
+        lake = Lake(tmp_path / "lake")
+        report = ingest([run_dir], lake)
+        assert sorted(report.sources.values()) == ["openhands-eval", "openhands-eval-metadata"]
+        (run,) = lake.read("runs").to_dicts()
+        assert run["model"] == self.MODEL

@@ -5,7 +5,10 @@ Documented structures (All-Hands-AI/OpenHands):
 * **evaluation output** (``evaluation/utils/shared.py``, ``EvalOutput``): one JSON line per instance
   ``{instance_id, instruction, test_result: {git_patch, report?: {resolved, ...}}, metadata: EvalMetadata,
   history, metrics: {accumulated_cost, accumulated_token_usage, costs, token_usages, ...}, error,
-  instance}``. ``metadata.json`` beside it is the run's ``EvalMetadata`` (``agent_class``,
+  instance}``; OpenDevin's lines (2024, before ``EvalOutput``) held the patch at the top level
+  (``git_patch``), the SWE-bench row as ``swe_instance`` and, in the first ones, no ``test_result``, with a
+  metadata dict ``{agent_class, model_name, max_iterations, eval_output_dir, start_time, git_commit}`` (also
+  their ``metadata.json``). ``metadata.json`` beside it is the run's ``EvalMetadata`` (``agent_class``,
   ``llm_config.model``, ``eval_output_dir`` = ``.../<dataset>/<agent>/<model>_maxiter_<n>_N_<note>``,
   ``dataset``, ``git_commit``, ...).
 * **resolver output** (``openhands/resolver/resolver_output.py``, ``ResolverOutput``): one JSON line per
@@ -950,6 +953,14 @@ def _prompt_hash(prompt: str) -> str:
 # --------------------------------------------------------------------------------------------------
 
 
+def _is_opendevin_line(record: dict[str, Any]) -> bool:
+    """An OpenDevin evaluation line (``evaluation/swe_bench/run_infer.py``, 2024, before ``EvalOutput``):
+    ``{instance_id, swe_instance, instruction, git_patch, metadata, history, test_result?, error?,
+    metrics?}``, the patch at the top level and the SWE-bench row as ``swe_instance``; the first ones had no
+    ``test_result`` at all, later ones the sandbox's own ``{result, metadata, test_output?}``."""
+    return "git_patch" in record and ("swe_instance" in record or "history" in record)
+
+
 def _metadata_hints(metadata: Any) -> dict[str, str]:  # noqa: ANN401
     if not isinstance(metadata, dict):
         return {}
@@ -957,6 +968,8 @@ def _metadata_hints(metadata: Any) -> dict[str, str]:  # noqa: ANN401
     llm = metadata.get("llm_config", metadata.get("llm"))  # V0 EvalMetadata.llm_config, V1 EvalMetadata.llm
     if isinstance(llm, dict) and isinstance(llm.get("model"), str):
         hints["model"] = llm["model"]
+    elif isinstance(metadata.get("model_name"), str) and metadata["model_name"]:
+        hints["model"] = metadata["model_name"]  # OpenDevin's metadata dict, before EvalMetadata
     if isinstance(metadata.get("dataset"), str) and metadata["dataset"]:
         hints["dataset"] = metadata["dataset"]
     out_dir = metadata.get("eval_output_dir")
@@ -1307,7 +1320,7 @@ class OpenHandsEvalOutput(_LineAdapter):
         return (
             isinstance(record, dict)
             and "instance_id" in record
-            and "test_result" in record
+            and ("test_result" in record or _is_opendevin_line(record))
             and any(k in record for k in ("history", "metadata", "instruction", "metrics"))
         )
 
@@ -1327,8 +1340,9 @@ class OpenHandsEvalOutput(_LineAdapter):
         return {}
 
     def _bundle(self, source: SourceFile, group: RunGroup, locator: str, record: dict[str, Any]) -> Bundle:
+        opendevin = _is_opendevin_line(record)
         for key in ("instance_id", "test_result"):  # EvalOutput's required fields
-            if key not in record:
+            if key not in record and not (key == "test_result" and opendevin):
                 raise ValueError(f"field {key!r} is missing")
         instance_id = record.get("instance_id")
         if isinstance(instance_id, int) and not isinstance(instance_id, bool):
@@ -1337,7 +1351,7 @@ class OpenHandsEvalOutput(_LineAdapter):
             raise ValueError(f"field 'instance_id' must be a non-empty string, got {instance_id!r}")
         test_result = record.get("test_result") or {}
         metadata = record.get("metadata") or {}
-        instance = record.get("instance") or {}
+        instance = record.get("instance") or (record.get("swe_instance") if opendevin else None) or {}
         metrics = record.get("metrics") or {}
         for key, value in (
             ("test_result", test_result),
@@ -1361,6 +1375,8 @@ class OpenHandsEvalOutput(_LineAdapter):
         family, benchmark = _eval_task_family(dataset, instance_id, source.path)
         attempt = _line_attempt(source.path, instance_id, record)
         patch = test_result.get("git_patch", test_result.get("model_patch"))
+        if patch is None and opendevin:
+            patch = record["git_patch"]
         if patch is not None and not isinstance(patch, str):
             raise ValueError(f"test_result.git_patch must be a string, got {type(patch).__name__}")
         domain = (
@@ -1410,6 +1426,8 @@ class OpenHandsEvalOutput(_LineAdapter):
                     "history",
                     "instruction",
                     "error",
+                    *(("git_patch",) if opendevin else ()),
+                    *(("swe_instance",) if opendevin and not record.get("instance") else ()),
                 )
             },
         }
@@ -1553,6 +1571,8 @@ class OpenHandsEvalMetadata(Adapter):
         ):
             return False
         if isinstance(document.get("llm_config"), dict):  # V0
+            return True
+        if isinstance(document.get("model_name"), str) and "agent_class" in document:  # OpenDevin (2024)
             return True
         llm = document.get("llm")  # V1
         return isinstance(llm, dict) and isinstance(llm.get("model"), str) and "dataset" in document
