@@ -1083,8 +1083,12 @@ class TestOpenDevinEvalOutput:
             ],
         }
         if with_test_result:
-            record.update(test_result={"result": {"resolved": True},
-                                       "metadata": {"1_test_patch_parse_success": True}},
+            # get_test_result's dict: OD-SWE-bench's get_instance_report counts for the instance, parsed
+            # from its "- key: n" lines (result_raw)
+            raw = "- test_errored: 0\n- test_timeout: 0\n- resolved: 1"
+            result = {"test_errored": 0, "test_timeout": 0, "resolved": 1}
+            record.update(test_result={"result": result, "result_raw": raw,
+                                       "metadata": {"6_get_instance_report_success": True}},
                           error=None, metrics=line["metrics"])
         return record
 
@@ -1117,8 +1121,12 @@ class TestOpenDevinEvalOutput:
         )
         extra = json.loads(lake.read("trajectories")["extra"][0])
         assert "git_patch" not in extra and "swe_instance" not in extra  # columns now, not copies
-        if with_test_result:
-            assert extra["test_result"]["result"] == {"resolved": True}
+        outcomes = lake.read("outcomes").select("name", "value", "source").rows()
+        if with_test_result:  # the sandbox's own verdict; the raw report stays in extra
+            assert outcomes == [("resolved", 1.0, "harness")]
+            assert extra["test_result"]["result_raw"].endswith("resolved: 1")
+        else:
+            assert outcomes == []
 
     def test_the_old_metadata_json_beside_the_lines_names_the_model(self, eval_lines, tmp_path):
         record = self._line(eval_lines["ponylang__ponyc-4595"], with_test_result=True)

@@ -1222,6 +1222,18 @@ def _outcomes_of_test_result(test_result: Mapping[str, Any]) -> dict[str, float]
     return out
 
 
+def _opendevin_verdict(test_result: Mapping[str, Any]) -> dict[str, float]:
+    """The ``resolved`` verdict of an OpenDevin line's in-sandbox evaluation (``get_test_result`` in 2024's
+    ``evaluation/swe_bench/run_infer.py``): ``test_result.result`` holds the counts OD-SWE-bench's
+    ``get_instance_report`` printed for the one instance (``test_errored``, ``test_timeout``, ``resolved``:
+    0 or 1), and is empty when that report could not be made."""
+    result = test_result.get("result")
+    resolved = result.get("resolved") if isinstance(result, dict) else None
+    if isinstance(resolved, int) and not isinstance(resolved, bool) and resolved in (0, 1):
+        return {"resolved": float(resolved)}
+    return {}
+
+
 def _records(adapter: Adapter, source: SourceFile) -> Iterator[tuple[str, bytes, Any] | Quarantined]:
     """``(locator, raw, value)`` for each line of a JSONL file, or each item of a JSON array."""
     if source.is_json_document():
@@ -1499,6 +1511,8 @@ class OpenHandsEvalOutput(_LineAdapter):
             evaluated = family in _HARNESS_LABELLED and not _CRITIC_ATTEMPT.match(source.path.name)
             labels = dict(group.label(instance_id)) if evaluated else {}
             labels.update(_outcomes_of_test_result(test_result))
+            if opendevin and "resolved" not in labels:
+                labels.update(_opendevin_verdict(test_result))
             # The copy written back into the line comes last: the run's own reports are the verdicts.
             verdict = _eval_report_verdict(record.get("report"))
             if "resolved" not in labels and verdict is not None:
