@@ -107,6 +107,10 @@ class Lake:
     def create(self) -> Lake:
         """Create every missing table (idempotent, safe to race with other processes).
 
+        Each table is created by exactly one commit, its version 0, whoever runs this at the same time:
+        the commit that writes version 0 is put-if-absent (on S3, a conditional PUT), and a process that
+        loses that race uses the table the winner created.
+
         Returns:
             ``self``, for chaining.
         """
@@ -125,6 +129,10 @@ class Lake:
                     configuration=configuration,
                     partition_by=list(PARTITIONS.get(table, ())) or None,
                     storage_options=self.storage_options,
+                    # No retry: delta-rs retries a CREATE that lost version 0 as a later commit, a second
+                    # CREATE that replaces the winner's metadata (a new table id and creation time, and this
+                    # process's schema and properties) after the others may have written. It fails instead.
+                    commit_properties=CommitProperties(max_commit_retries=0),
                 )
             except (DeltaError, CommitFailedError, OSError) as exc:
                 # Another process created it between our check and our commit (facts §1.12).

@@ -2,7 +2,9 @@
 
 - kill -9 in the middle of an ingest leaves every table readable at a committed version, and running
   the ingest again yields exactly the rows of one clean run;
-- four processes ingesting different sources into one lake at once lose nothing and duplicate nothing.
+- four processes ingesting different sources into one lake at once lose nothing and duplicate nothing;
+- processes that start at once on a lake that does not exist yet (ingests, feedback writers) create
+  each table once, and all of them write into that table.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from trajectory_lake import KEYS, Lake, TableNotFoundError, ingest
+from trajectory_lake import KEYS, TABLE_NAMES, Lake, TableNotFoundError, ingest
 from trajectory_lake.lake import conform
+
+from ._helpers import comparable_rows
 
 pytestmark = pytest.mark.slow
 
@@ -233,6 +237,121 @@ class TestConcurrentWriters:
             assert frame.select(KEYS[table]).n_unique() == expected, table
         assert lake.read("runs").height == 4
         assert lake.read("ingests").height == 4
+
+
+# The start of a child that waits for the others: argv = [repository, signals folder, its number, lake uri,
+# storage options as JSON, ...]; the code after it runs once the test touches `go`.
+_AT_ONCE = """
+import json, sys, time
+from pathlib import Path
+sys.path[:0] = [sys.argv[1]]
+signals, me, uri, options = Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4], json.loads(sys.argv[5])
+from trajectory_lake import Lake, ingest
+from trajectory_lake.cli import main
+from trajectory_lake.feedback import write_feedback
+from tests.trajectory_lake.test_feedback import feedback
+lake = Lake(uri, storage_options=options or None)
+(signals / f"ready-{me}").touch()
+while not (signals / "go").exists():
+    time.sleep(0.0005)
+"""
+_CREATE = _AT_ONCE + """
+lake.create()
+print(json.dumps({t: lake.delta_table(t).metadata().id for t in sorted(lake.versions())}))
+"""
+_INGEST = _AT_ONCE + """
+main(["ingest", sys.argv[6], "--lake", uri, "--json",
+      *(f"--storage-option={k}={v}" for k, v in options.items())], prog_name="harvest")
+"""
+_FEEDBACK = _AT_ONCE + """
+print(json.dumps(write_feedback(lake, feedback(request_id=f"rr-{me}", task_id=f"served/t{me}")).rows))
+"""
+
+
+def _run_at_once(script: str, lake: Lake, extra: list[str], signals: Path) -> list[str]:
+    """Start a child per ``extra`` argument, wait until all are ready, release them at once; their outputs."""
+    signals.mkdir()
+    root = str(Path(__file__).resolve().parents[2])
+    options = json.dumps(lake.storage_options or {})
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, root, str(signals), str(i), lake.uri, options, arg],
+                         env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for i, arg in enumerate(extra)
+    ]
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(signals.glob("ready-*"))) < len(procs):
+            started = time.monotonic() < deadline and all(p.poll() is None for p in procs)
+            assert started, [p.communicate()[1][-1500:] for p in procs if p.poll() is not None]
+            time.sleep(0.01)
+        (signals / "go").touch()
+        outputs = [p.communicate(timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert [p.returncode for p in procs] == [0] * len(procs), [err[-1500:] for _, err in outputs]
+    return [out for out, _ in outputs]
+
+
+def _assert_created_once(lake: Lake, reference: Lake) -> None:
+    """Every table exists, was created by one commit (version 0, the only CREATE in its history), and has
+    the schema, partitioning, properties and protocol of ``reference`` (a lake created by one process)."""
+    assert sorted(lake.versions()) == sorted(TABLE_NAMES)
+    for table in TABLE_NAMES:
+        creates = [c["version"] for c in lake.history(table) if c["operation"] == "CREATE TABLE"]
+        assert creates == [0], (table, creates)
+        got, want = lake.delta_table(table), reference.delta_table(table)
+        assert got.schema().to_json() == want.schema().to_json(), table
+        assert got.metadata().partition_columns == want.metadata().partition_columns, table
+        assert got.metadata().configuration == want.metadata().configuration, table
+        assert got.protocol() == want.protocol(), table
+
+
+class TestBrandNewLake:
+    """Processes that start at the same moment on a lake that does not exist yet. delta-rs retries a CREATE
+    that lost the race to version 0 as a later commit, which replaces the table's metadata (a new table id
+    and creation time, and whatever schema and properties that process had) after the others' writes."""
+
+    def test_processes_creating_a_new_lake_at_once_create_each_table_once(self, new_lake, tmp_path):
+        lake = new_lake()
+        outputs = _run_at_once(_CREATE, lake, [""] * 4, tmp_path / "signals")
+        _assert_created_once(lake, new_lake().create())
+        final = {t: lake.delta_table(t).metadata().id for t in TABLE_NAMES}
+        assert [json.loads(out) for out in outputs] == [final] * 4  # each went on with the table that stayed
+
+    def test_four_ingests_starting_at_once_on_a_new_lake_write_every_row_once(self, new_lake, shared_data,
+                                                                               tmp_path):
+        sources = [shared_data / "formats" / "mini-swe-agent", shared_data / "formats" / "tau-bench",
+                   shared_data / "formats" / "swe-agent-traj",
+                   shared_data / "swebench-lite" / "candidates" / "20240609_moatless_gpt4o.jsonl"]
+        lake = new_lake()
+        reports = [json.loads(out) for out in _run_at_once(_INGEST, lake, [str(s) for s in sources],
+                                                           tmp_path / "signals")]
+        reference = new_lake()
+        for source in sources:  # one after the other
+            ingest([source], reference)
+        _assert_created_once(lake, reference)
+        assert sorted(lake.read("ingests")["ingest_id"]) == sorted(r["ingest_id"] for r in reports)
+        for table in DATA_TABLES:
+            assert comparable_rows(lake, table).equals(comparable_rows(reference, table)), table
+            assert lake.read(table).select(KEYS[table]).n_unique() == lake.read(table).height, table
+
+    def test_four_feedback_writers_starting_at_once_on_a_new_lake_write_each_event_once(self, new_lake,
+                                                                                         tmp_path):
+        from trajectory_lake.feedback import write_feedback
+
+        from .test_feedback import feedback
+
+        lake = new_lake()
+        written = [json.loads(out) for out in _run_at_once(_FEEDBACK, lake, [""] * 4, tmp_path / "signals")]
+        reference = new_lake()
+        for i in range(4):
+            write_feedback(reference, feedback(request_id=f"rr-{i}", task_id=f"served/t{i}"))
+        _assert_created_once(lake, reference)
+        assert [w["rerank_events"] for w in written] == [1] * 4
+        assert lake.read("rerank_events").height == 4
+        for table in (*DATA_TABLES, "rerank_events"):
+            assert comparable_rows(lake, table).equals(comparable_rows(reference, table)), table
 
 
 class TestMaintenance:
