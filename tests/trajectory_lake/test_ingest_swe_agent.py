@@ -1289,3 +1289,29 @@ class TestSweAgent0xPredictionsBeside:
         assert lake.read("runs").select("name", "model").rows() == [(run.name, "sweagent_gpt4")]
         trajectory = lake.read("trajectories").filter(pl.col("task_id") == "swe-bench/pydicom__pydicom-1458")
         assert trajectory["source_format"].to_list() == ["swe-agent:0.x"]
+
+
+class TestSweAgent10Messages:
+    """SWE-agent 1.0.x saved in each trajectory entry ``messages``, the whole history after the step (1.1.0
+    replaced it by ``query``, #1107). It was copied into the extra of the step each entry is attached to: the
+    history again at every step, quadratic in the length of the run, where ``query`` is not stored."""
+
+    def test_each_entry_s_messages_is_counted_not_stored_and_the_steps_are_the_same(self, trajs, tmp_path):
+        plain = json.loads(json.dumps(trajs[V1_FC]))
+        document = json.loads(json.dumps(plain))
+        history = document["history"]
+        produced = [i for i, m in enumerate(history) if m["role"] == "assistant"]
+        for index, entry in zip(produced, document["trajectory"], strict=True):
+            entry["messages"] = history[: index + 2]  # up to the observation of the step, as 1.0 saved it
+        lake = _ingest_one(tmp_path / "v10", document)
+        reference = _ingest_one(tmp_path / "v11", plain)
+        steps = lake.read("steps").sort("step_index").to_dicts()
+        columns = ("role", "content", "tool_calls", "tool_call_id")
+        assert [tuple(s[c] for c in columns) for s in steps] == [
+            tuple(s[c] for c in columns) for s in reference.read("steps").sort("step_index").to_dicts()
+        ]
+        attached = [_extra(s)["trajectory_step"] for s in steps if "trajectory_step" in _extra(s)]
+        assert [a["messages_count"] for a in attached] == [i + 2 for i in produced]
+        assert all("messages" not in a for a in attached)
+        stored = sum(len(s["extra"]) for s in steps)
+        assert stored < 1.1 * sum(len(s["extra"]) for s in reference.read("steps").to_dicts())

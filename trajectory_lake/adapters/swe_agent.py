@@ -4,7 +4,7 @@ Documented structure (SWE-agent ``docs/usage/trajectories.md``, ``sweagent/types
 ``DefaultAgent.get_trajectory_data`` and ``RetryAgent.get_trajectory_data``)::
 
     {"trajectory": [{"action", "observation", "response", "thought", "state", "execution_time"?,
-                     "query"?, "extra_info"?, "reasoning_content"?}, ...],
+                     "query"? (1.0: "messages"), "extra_info"?, "reasoning_content"?}, ...],
      "history": [{"role", "content", "agent"?, "message_type"?, "is_demo"?, "thought"?, "action"?,
                   "tool_calls"?, "tool_call_ids"?, "thinking_blocks"?, "tags"?, ...}, ...],
      "info": {"exit_status", "submission", "model_stats": {"instance_cost", "tokens_sent",
@@ -43,7 +43,8 @@ Mapping:
   ``execution_time``, ``state`` and ``extra_info`` (and its ``response``/``thought``/``observation`` when
   they differ from the message) go to that step's ``extra``; entries with no message (requeried format
   errors) are kept in the trajectory's ``extra.unmatched_trajectory_steps``. The per-step ``query`` (the
-  exact model input, a re-rendering of earlier messages) is not stored; ``extra`` records its length;
+  exact model input, a re-rendering of earlier messages) and 1.0's ``messages`` (the history after the step,
+  which 1.1.0 replaced by ``query``) are not stored; ``extra`` records their lengths;
 * without a ``history`` the steps are rebuilt from ``trajectory`` (an assistant step and an observation
   step per entry);
 * ``info.submission`` is the candidate: a ``patch`` when it is a diff (or blank), else an ``answer`` (an
@@ -746,12 +747,23 @@ def _action_call(action: Any) -> list[dict[str, str | None]] | None:  # noqa: AN
     return None
 
 
-def _entry_summary(index: int, entry: dict[str, Any]) -> dict[str, Any]:
-    """A trajectory entry without its ``query`` (whose length is kept)."""
-    out: dict[str, Any] = {"index": index, **{k: v for k, v in entry.items() if k != "query"}}
+def _model_input(entry: dict[str, Any]) -> tuple[frozenset[str], dict[str, int]]:
+    """An entry's copies of the model's input, not stored (each re-renders the history), and their lengths:
+    ``query`` (1.1+: the step's exact input, kept as ``query_messages``) and 1.0's ``messages`` (the history
+    after the step, which 1.1.0 replaced by ``query``; kept as ``messages_count``)."""
+    keys, lengths = {"query"}, {}
     if isinstance(entry.get("query"), list):
-        out["query_messages"] = len(entry["query"])
-    return out
+        lengths["query_messages"] = len(entry["query"])
+    if isinstance(entry.get("messages"), list):
+        keys.add("messages")
+        lengths["messages_count"] = len(entry["messages"])
+    return frozenset(keys), lengths
+
+
+def _entry_summary(index: int, entry: dict[str, Any]) -> dict[str, Any]:
+    """A trajectory entry without its copies of the model's input (whose lengths are kept)."""
+    dropped, lengths = _model_input(entry)
+    return {"index": index, **{k: v for k, v in entry.items() if k not in dropped}, **lengths}
 
 
 class _HistorySteps:
@@ -820,8 +832,8 @@ class _HistorySteps:
         j = self.matches[index]
         entry = self.entries[j]
         out: dict[str, Any] = {"index": j, **{k: entry[k] for k in _TRAJECTORY_STEP_KEYS if k in entry}}
-        if isinstance(entry.get("query"), list):
-            out["query_messages"] = len(entry["query"])
+        dropped, lengths = _model_input(entry)
+        out.update(lengths)
         if entry.get("response") is not None and entry.get("response") != message.get("content"):
             out["response"] = entry["response"]
         if entry.get("thought") is not None and entry.get("thought") != message.get("thought"):
@@ -835,7 +847,7 @@ class _HistorySteps:
         leftovers = {
             k: v
             for k, v in entry.items()
-            if k not in (*_TRAJECTORY_STEP_KEYS, "query", "response", "thought", "observation", "action")
+            if k not in (*_TRAJECTORY_STEP_KEYS, *dropped, "response", "thought", "observation", "action")
             and not (k == "reasoning_content" and v == reasoning)  # the step's reasoning already
         }
         out.update(leftovers)
