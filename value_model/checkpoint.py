@@ -18,17 +18,27 @@ optimizer steps and at the end of each epoch, and continues from one with ``resu
                                            ignored (and removed by the next save) otherwise
     <checkpoint_dir>/step-00000130.new/    complete, replacing a step-00000130 (renamed to it once the
                                            old one is removed); read as the newer of the two
-    <checkpoint_dir>/abandoned-from-step-00000080-*/
+    <checkpoint_dir>/abandoned-from-step-00000080-<UTC time>-*/
                                            the checkpoints newer than step 80 when a run continued
-                                           from step 80: never ``latest``, never removed
+                                           from step 80: never ``latest``; the most recent
+                                           ``checkpoint_keep_abandoned`` of these folders are kept
+    <checkpoint_dir>/.tmp-removed-*/       a checkpoint or folder being removed: renamed first, so a
+                                           crash mid-removal never leaves a half-deleted one under its
+                                           name; cleared by the next save
 
 A checkpoint is written into a ``.tmp-`` directory, its files flushed to disk, then renamed (and the
 directory flushed, POSIX), so a crash mid-write leaves the previous checkpoints intact and a
 half-written one is never read. The newest ``checkpoint_keep`` are kept. A run that resumes from an
 older checkpoint than its directory's newest moves the newer ones (the continuation it abandons) aside,
-so ``resume="latest"`` picks up its own checkpoints later, not theirs. Under ``torchrun`` every rank
-must see the same ``checkpoint_dir`` (a shared filesystem when the ranks span machines): rank 0 writes
-the shared files, each rank its RNG states and, under FSDP, its shards.
+so ``resume="latest"`` picks up its own checkpoints later, not theirs; of these abandoned continuations
+the ``checkpoint_keep_abandoned`` most recently set aside are kept (older ones are removed on resuming;
+never the folder holding the checkpoint resumed from), so a job that keeps resuming from older
+checkpoints holds at most ``checkpoint_keep`` live checkpoints and ``checkpoint_keep_abandoned`` (+1
+while it resumes from one of them) folders of abandoned ones.
+Removing a checkpoint or a folder renames it to a ``.tmp-removed-`` name first. Under ``torchrun`` every
+rank must see the same ``checkpoint_dir`` (a shared filesystem when the ranks span machines): rank 0
+writes the shared files, and moves and removes checkpoints; each rank writes its RNG states and, under
+FSDP, its shards.
 
 The ``fingerprint`` is what the run trains on: the config (less the options that do not change the
 weights: where checkpoints go, the device, threads, eval batch size; with the precision ``auto`` resolves
@@ -51,6 +61,7 @@ import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -80,12 +91,15 @@ logger = logging.getLogger(__name__)
 FORMAT = 1
 # options that change where and how fast a run goes, not the weights it trains
 # (nor grad_accum_steps alone: the fingerprint holds world_size x grad_accum_steps, the step's shape)
-_NOT_FINGERPRINTED = frozenset({"checkpoint_dir", "checkpoint_every_steps", "checkpoint_keep", "device",
-                                "threads", "eval_batch_size", "grad_accum_steps"})
+_NOT_FINGERPRINTED = frozenset({"checkpoint_dir", "checkpoint_every_steps", "checkpoint_keep",
+                                "checkpoint_keep_abandoned", "device", "threads", "eval_batch_size",
+                                "grad_accum_steps"})
 # step-00000120, or step-00000120.new: a checkpoint replacing one of the same step, complete, not yet renamed
 _STEP_DIR = re.compile(r"step-(\d+)(\.new)?")
 _TMP_PREFIX = ".tmp-"
 _ABANDONED_PREFIX = "abandoned-from-"
+# abandoned-from-step-00000080-20261130T232347123456Z-k3j2x8: when it was set aside, for "most recent"
+_ABANDONED_AT = re.compile(r"abandoned-from-step-\d+-(\d{8}T\d{12}Z)-.*")
 
 
 class CheckpointError(ValueError):
@@ -185,30 +199,81 @@ def _sync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def set_aside_newer(directory: str | Path, resumed: str | Path) -> Path | None:
-    """Move the checkpoints in ``directory`` newer than ``resumed`` into an ``abandoned-from-step-N-*``
-    directory beside them, where ``latest`` never looks; call it on rank 0 when a run continues from an
-    older checkpoint than its directory's newest.
+def _discard(path: Path) -> Path:
+    """Rename ``path`` (a checkpoint, or a folder of them) to a ``.tmp-removed-`` name beside it, out of
+    every listing, so that removing it can never leave a half-deleted one under its own name; returns the
+    new name, for :func:`shutil.rmtree` after the directory is flushed (a crash in between leaves it for
+    the next save to clear)."""
+    doomed = path.with_name(f"{_TMP_PREFIX}removed-{path.name}")
+    shutil.rmtree(doomed, ignore_errors=True)  # of a crash while removing one of the same name
+    path.rename(doomed)
+    return doomed
 
-    Those checkpoints are of the continuation the run abandoned: left in place, ``resume="latest"`` would
-    later pick them over the run's own. They are moved, not removed (resume one by its path to go back to
-    it; delete the directory to free the space).
+
+def _abandoned_order(folder: Path) -> tuple[int, str, int, str]:
+    # when it was set aside, by its name; a folder from before names held that time sorts first, by mtime
+    found = _ABANDONED_AT.fullmatch(folder.name)
+    if found:
+        return 1, found.group(1), 0, folder.name
+    return 0, "", folder.stat().st_mtime_ns, folder.name
+
+
+def _prune_abandoned(directory: Path, keep: int, resumed: Path) -> list[Path]:
+    """Remove the ``abandoned-from-`` folders in ``directory`` but the ``keep`` most recently set aside,
+    never one that holds ``resumed``; returns those removed."""
+    if not directory.is_dir():  # a run resuming into a new checkpoint_dir
+        return []
+    folders = sorted((p for p in directory.iterdir() if p.name.startswith(_ABANDONED_PREFIX) and p.is_dir()),
+                     key=_abandoned_order)
+    source = resumed.resolve()
+    removed = [p for p in folders[:len(folders) - keep] if p.resolve() not in source.parents]
+    doomed = [_discard(p) for p in removed]
+    if doomed:
+        _sync_directory(directory)
+    for path in doomed:
+        shutil.rmtree(path, ignore_errors=True)
+    return removed
+
+
+def set_aside_newer(directory: str | Path, resumed: str | Path, *, keep_abandoned: int = 1) -> Path | None:
+    """Move the checkpoints in ``directory`` newer than ``resumed`` into an ``abandoned-from-step-N-*``
+    directory beside them, where ``latest`` never looks, and keep the ``keep_abandoned`` most recent such
+    directories; call it on rank 0 when a run continues from a checkpoint, before its first save.
+
+    The newer checkpoints are of the continuation the run abandoned: left in place, ``resume="latest"``
+    would later pick them over the run's own. They are moved, not removed (resume one by its path to go
+    back to it), unless ``keep_abandoned`` is 0. Older abandoned directories are removed (renamed out of
+    the way first, so a crash never leaves a half-removed one), except one holding ``resumed``: a job
+    that resumes again and again keeps a bounded number of them. Neither ``resumed`` nor any checkpoint
+    at or before its step is touched.
 
     Returns:
-        The directory they were moved into, or ``None`` when no checkpoint is newer.
+        The directory they were moved into, or ``None`` when no checkpoint is newer or ``keep_abandoned``
+        is 0 (they were then removed).
     """
-    directory, step = Path(directory), _step_of(Path(resumed))
+    directory, resumed = Path(directory), Path(resumed)
+    step = _step_of(resumed)
     newer = [p for p in list_checkpoints(directory) if _step_of(p) > step]
-    if not newer:
-        return None
-    aside = Path(tempfile.mkdtemp(prefix=f"{_ABANDONED_PREFIX}step-{step:08d}-", dir=directory))
-    for path in newer:
-        path.rename(aside / path.name)
-    _sync_directory(directory)
-    logger.warning("continuing from %s, older than %d checkpoint(s) of the run there (%s): moved them to %s, "
-                   "where resume='latest' does not look (resume one by its path to go back to it)",
-                   resumed, len(newer), ", ".join(p.name for p in newer), aside)
-    return aside
+    aside = None
+    if newer:
+        at = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        aside = Path(tempfile.mkdtemp(prefix=f"{_ABANDONED_PREFIX}step-{step:08d}-{at}-", dir=directory))
+        for path in newer:
+            path.rename(aside / path.name)
+        _sync_directory(directory)
+    removed = _prune_abandoned(directory, keep_abandoned, resumed)
+    names = ", ".join(p.name for p in newer)
+    if aside is not None and aside in removed:
+        logger.warning("continuing from %s, older than %d checkpoint(s) of the run there (%s): removed them "
+                       "(checkpoint_keep_abandoned = 0)", resumed, len(newer), names)
+    elif aside is not None:
+        logger.warning("continuing from %s, older than %d checkpoint(s) of the run there (%s): moved them to "
+                       "%s, where resume='latest' does not look (resume one by its path to go back to it)",
+                       resumed, len(newer), names, aside)
+    for folder in (p for p in removed if p != aside):
+        logger.info("removed %s: checkpoint_keep_abandoned = %d keeps the most recently abandoned only",
+                    folder, keep_abandoned)
+    return None if aside in removed else aside
 
 
 def find_checkpoint(resume: str | Path, checkpoint_dir: str | Path | None) -> Path | None:
@@ -362,9 +427,11 @@ def save_checkpoint(
     if runtime.is_main:
         _flush(tmp)
         _publish(tmp, final)
-        for stale in list_checkpoints(directory)[:-keep]:
-            shutil.rmtree(stale)
-        for half in directory.glob(f"{_TMP_PREFIX}*"):  # left by a crash while writing
+        stale = [_discard(p) for p in list_checkpoints(directory)[:-keep]]
+        if stale:
+            _sync_directory(directory)  # out of every listing before any file of theirs goes
+        # the stale ones; and any left by a crash while writing or removing
+        for half in directory.glob(f"{_TMP_PREFIX}*"):
             shutil.rmtree(half, ignore_errors=True)
         _sync_directory(directory)
         logger.info("checkpoint %s (step %d, epoch %d)", final, state.step, state.epoch)

@@ -163,7 +163,14 @@ class TrainConfig:
                                "epoch's end), to resume a run that stopped (harvest train --resume). "
                                "Empty: none.")
     checkpoint_every_steps: int = _opt(0, "Also checkpoint every N optimizer steps (0: at epoch ends only).")
-    checkpoint_keep: int = _opt(2, "How many checkpoints to keep (the newest).")
+    checkpoint_keep: int = _opt(2, "How many checkpoints to keep (the newest), besides abandoned ones "
+                                "(checkpoint_keep_abandoned).")
+    checkpoint_keep_abandoned: int = _opt(
+        1, "Resuming from an older checkpoint than checkpoint_dir's newest moves the newer ones (the "
+        "continuation given up) into an abandoned-from-step-N-* folder there, which resume latest never "
+        "picks (resume one by its path to go back to it). How many of these folders to keep, the most "
+        "recently set aside (older ones are removed when a run resumes; never the one resumed from); "
+        "0: remove the newer checkpoints instead.")
     max_examples: int = _opt(0, "Cap on training examples (0 = all), for smoke runs.")
     threads: int = _opt(0, "torch CPU threads (0 = torch's default).")
 
@@ -224,9 +231,10 @@ class TrainConfig:
             problems.append(f"combiner_l2 must be > 0, got {self.combiner_l2}")
         if self.reference_positives and self.kind == "action":
             problems.append("reference_positives adds whole solutions: it does not apply to kind='action'")
-        if self.checkpoint_every_steps < 0 or self.checkpoint_keep < 1:
-            problems.append(f"checkpoint_every_steps must be >= 0 and checkpoint_keep >= 1, got "
-                            f"{self.checkpoint_every_steps} and {self.checkpoint_keep}")
+        if self.checkpoint_every_steps < 0 or self.checkpoint_keep < 1 or self.checkpoint_keep_abandoned < 0:
+            problems.append(f"checkpoint_every_steps and checkpoint_keep_abandoned must be >= 0 and "
+                            f"checkpoint_keep >= 1, got {self.checkpoint_every_steps}, "
+                            f"{self.checkpoint_keep_abandoned} and {self.checkpoint_keep}")
         if self.max_examples < 0 or self.threads < 0:
             problems.append("max_examples and threads must be >= 0")
         if problems:

@@ -494,7 +494,8 @@ def fit(
         if bootstrapped and state.epoch_step:
             targets = saved_targets
         if config.checkpoint_dir and runtime.is_main:  # before its first save (the other ranks list none)
-            set_aside_newer(config.checkpoint_dir, resumed_from)
+            set_aside_newer(config.checkpoint_dir, resumed_from,
+                            keep_abandoned=config.checkpoint_keep_abandoned)
     net: torch.nn.Module = model
     if runtime.distributed and not fsdp:
         # Encoders (BERT & co.) carry a pooler that value pooling never reads: DDP must then look for

@@ -25,6 +25,7 @@ from value_model.checkpoint import (
     find_checkpoint,
     list_checkpoints,
     save_checkpoint,
+    set_aside_newer,
 )
 from value_model.config import TrainConfig
 from value_model.data import split_by_task
@@ -334,6 +335,121 @@ class TestResume:
             tiny_encoder_dir, train, val, _patch_config(tiny_encoder_dir, tmp_path / "new"), resume="latest"
         )
         assert result.resumed_from is None and len(result.step_losses) == 10
+
+
+def _half_rmtree(real):
+    """shutil.rmtree that dies after deleting the first model.pt under a checkpoint it removes."""
+
+    def rmtree(path, *args, **kwargs):
+        files = sorted(Path(path).rglob("model.pt")) if Path(path).exists() else []
+        if not files:
+            return real(path, *args, **kwargs)
+        files[0].unlink()
+        raise _Crash(path)
+
+    return rmtree
+
+
+def _names(paths) -> list[str]:
+    return sorted(p.name for p in paths)
+
+
+class TestAbandonedContinuations:
+    """Resuming from an older checkpoint moves the newer ones aside into abandoned-from-step-N-* folders;
+    these were never removed, so a job that resumed again and again filled the disk (issue 4)."""
+
+    def test_a_job_resuming_again_and_again_keeps_only_the_latest_abandoned_folder_4(self, tmp_path):
+        for step in (2, 4, 6):
+            _save(tmp_path, step, keep=3)
+        for _ in range(3):
+            aside = set_aside_newer(tmp_path, tmp_path / "step-00000002")
+            for step in (4, 6):  # the run goes on past step 2 again
+                _save(tmp_path, step, keep=3)
+        assert _names(tmp_path.glob("abandoned-from-*")) == [aside.name]
+        assert _names(aside.iterdir()) == ["step-00000004", "step-00000006"]
+        assert _names(list_checkpoints(tmp_path)) == ["step-00000002", "step-00000004", "step-00000006"]
+        assert not list(tmp_path.glob(".tmp-*"))
+
+    def test_the_folders_kept_are_the_most_recently_set_aside_not_the_last_by_name_4(self, tmp_path):
+        for step in (2, 4, 6):
+            _save(tmp_path, step, keep=3)
+        first = set_aside_newer(tmp_path, tmp_path / "step-00000004", keep_abandoned=2)  # step 6
+        second = set_aside_newer(tmp_path, tmp_path / "step-00000002", keep_abandoned=2)  # step 4
+        _save(tmp_path, 4, keep=3)
+        third = set_aside_newer(tmp_path, tmp_path / "step-00000002", keep_abandoned=2)  # step 4 again
+        assert first.name > second.name  # from-step-00000004 sorts after from-step-00000002 ...
+        assert _names(tmp_path.glob("abandoned-from-*")) == _names([second, third])  # ... but is older
+
+    def test_keep_abandoned_0_removes_the_newer_checkpoints_and_nothing_older_4(self, tmp_path):
+        for step in (2, 4, 6, 8):
+            _save(tmp_path, step, keep=4)
+        assert set_aside_newer(tmp_path, tmp_path / "step-00000004", keep_abandoned=0) is None
+        assert _names(list_checkpoints(tmp_path)) == ["step-00000002", "step-00000004"]
+        assert not list(tmp_path.glob("abandoned-from-*")) and not list(tmp_path.glob(".tmp-*"))
+
+    def test_the_folder_holding_the_checkpoint_resumed_from_is_never_removed_4(self, tmp_path):
+        for step in (2, 4, 6):
+            _save(tmp_path, step, keep=3)
+        aside = set_aside_newer(tmp_path, tmp_path / "step-00000002")
+        _save(tmp_path, 4, keep=3)  # a new continuation from step 2 ...
+        resumed = aside / "step-00000006"  # ... given up to go back to the abandoned one
+        assert set_aside_newer(tmp_path, resumed, keep_abandoned=0) is None  # nothing live is newer than 6
+        assert _names(resumed.iterdir()) == ["model.pt", "optimizer.pt", "rng-0.pt", "scheduler.pt",
+                                             "trainer.json"]
+        assert _names(list_checkpoints(tmp_path)) == ["step-00000002", "step-00000004"]
+
+    def test_a_crash_while_removing_an_abandoned_folder_leaves_no_half_removed_checkpoint_4(
+        self, tmp_path, monkeypatch
+    ):
+        for step in (2, 4, 6):
+            _save(tmp_path, step, keep=3)
+        old = set_aside_newer(tmp_path, tmp_path / "step-00000002")
+        _save(tmp_path, 4, keep=3)
+        with monkeypatch.context() as patch:
+            patch.setattr(shutil, "rmtree", _half_rmtree(shutil.rmtree))
+            with pytest.raises(_Crash):
+                set_aside_newer(tmp_path, tmp_path / "step-00000002")
+        assert not old.exists()
+        for folder in tmp_path.glob("abandoned-from-*"):  # what is still named a checkpoint is whole
+            assert all((checkpoint / "model.pt").is_file() for checkpoint in list_checkpoints(folder))
+        _save(tmp_path, 6, keep=3)  # the next save clears what the crash left
+        assert not list(tmp_path.glob(".tmp-*"))
+
+    def test_a_crash_while_pruning_a_stale_checkpoint_leaves_no_half_removed_checkpoint(
+        self, tmp_path, monkeypatch
+    ):
+        # the oldest checkpoint was removed in place: a crash mid-removal left it named, listed and
+        # resumable by path, without its weights
+        _save(tmp_path, 1, keep=1)
+        with monkeypatch.context() as patch:
+            patch.setattr(shutil, "rmtree", _half_rmtree(shutil.rmtree))
+            with pytest.raises(_Crash):
+                _save(tmp_path, 2, keep=1)
+        assert _names(list_checkpoints(tmp_path)) == ["step-00000002"]
+        _save(tmp_path, 3, keep=1)
+        assert _names(list_checkpoints(tmp_path)) == ["step-00000003"]
+        assert not list(tmp_path.glob(".tmp-*"))
+
+    def test_training_applies_checkpoint_keep_abandoned_which_a_resume_may_change_4(
+        self, patches, tiny_encoder_dir, tmp_path, monkeypatch
+    ):
+        train, val = patches
+        config = _patch_config(tiny_encoder_dir, tmp_path, checkpoint_keep=3)
+        _fit(tiny_encoder_dir, train, val, config)  # keeps steps 6, 8, 10
+        resumed = _fit(tiny_encoder_dir, train, val, dataclasses.replace(config, checkpoint_keep_abandoned=0),
+                       resume=str(tmp_path / "step-00000006"))
+        assert resumed.resumed_from == str(tmp_path / "step-00000006")
+        assert not list(tmp_path.glob("abandoned-from-*"))  # 8 and 10 of the first run removed
+        assert _names(list_checkpoints(tmp_path)) == ["step-00000006", "step-00000008", "step-00000010"]
+
+    def test_the_bound_is_a_validated_option_of_harvest_train(self):
+        from click.testing import CliRunner
+
+        from trajectory_lake.cli import main
+
+        with pytest.raises(ValueError, match="checkpoint_keep_abandoned must be >= 0"):
+            TrainConfig(checkpoint_keep_abandoned=-1)
+        assert "--checkpoint-keep-abandoned" in CliRunner().invoke(main, ["train", "--help"]).output
 
 
 class TestRefusals:
