@@ -10,8 +10,11 @@ command line, ``--objective bce=1,pairwise=0.5``.
 
 from __future__ import annotations
 
+import functools
+import math
 import os
 import tomllib
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -96,6 +99,43 @@ def _opt(default: Any, help: str) -> Any:
     return field(default=default, metadata={"help": help})
 
 
+# what a value of each annotated type must be: a TOML file or a caller can give any (click converts flags)
+_KINDS: dict[Any, tuple[str, Any]] = {
+    bool: ("true or false", lambda v: isinstance(v, bool)),
+    int: ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    float: ("a number", lambda v: isinstance(v, int | float) and not isinstance(v, bool)),
+    str: ("a string", lambda v: isinstance(v, str)),
+    tuple: ("a list of strings", lambda v: isinstance(v, list | tuple) and all(isinstance(x, str) for x in v)),
+}
+
+
+@functools.cache
+def _field_kinds(cls: type) -> dict[str, tuple[Any, str, Any]]:
+    """Field name → (its type, how it is named, the check) for the fields of a plain type (not
+    :class:`Objectives`, which parses its own); a ``Literal`` of strings is a string."""
+    out = {}
+    for name, hint in typing.get_type_hints(cls).items():
+        base = str if typing.get_origin(hint) is Literal else typing.get_origin(hint) or hint
+        if base in _KINDS:
+            out[name] = (base, *_KINDS[base])
+    return out
+
+
+def _type_problems(config: object, *, checked_apart: frozenset[str] = frozenset()) -> list[str]:
+    """Each field of ``config`` holding a value of another type, or a float that is not finite (TOML
+    and click both read ``nan`` and ``inf``); not the fields ``checked_apart``."""
+    problems = []
+    for name, (base, named, check) in _field_kinds(type(config)).items():
+        if name in checked_apart:
+            continue
+        value = getattr(config, name)
+        if not check(value):
+            problems.append(f"{name} must be {named}, got {value!r}")
+        elif base is float and not math.isfinite(value):
+            problems.append(f"{name} must be a finite number, got {value!r}")
+    return problems
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     """How a value model is trained (see ``configs/cpu-minilm.toml`` for the CPU default)."""
@@ -175,7 +215,10 @@ class TrainConfig:
     threads: int = _opt(0, "torch CPU threads (0 = torch's default).")
 
     def __post_init__(self) -> None:
-        problems = []
+        # device: check_device_name below names what it may be, whatever its type
+        problems = _type_problems(self, checked_apart=frozenset({"device"}))
+        if problems:  # the checks below compare values: they need the types
+            raise ValueError("invalid TrainConfig: " + "; ".join(problems))
         if self.max_length < 16:
             problems.append(f"max_length must be >= 16, got {self.max_length}")
         if self.kind not in ("patch", "answer", "action"):
@@ -216,6 +259,8 @@ class TrainConfig:
             problems.append(f"val_fraction must be in (0, 1), got {self.val_fraction}")
         if self.learning_rate <= 0 or self.head_learning_rate <= 0:
             problems.append("learning rates must be > 0")
+        if self.weight_decay < 0:
+            problems.append(f"weight_decay must be >= 0, got {self.weight_decay}")
         if not 0 <= self.warmup_ratio < 1:
             problems.append(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
         combiner = tuple(self.combiner)

@@ -237,3 +237,63 @@ class TestDeviceMissingFailsBeforeTheData:
 
 def _raise_read_too_soon(*args, **kwargs):
     raise _ReadTooSoon
+
+
+class TestValueTypes:
+    """A value of the wrong type, or a number TOML and click both accept but training cannot use (nan,
+    inf), is refused when the config is made: before, a wrong type crashed with a TypeError traceback,
+    ``include_context = "false"`` switched context on, ``lora_targets = "q_proj"`` became six one-letter
+    module names, and ``epochs = inf`` passed until training computed its step count, after the data
+    was read."""
+
+    @pytest.mark.parametrize(
+        ("values", "message"),
+        [
+            ({"epochs": "2"}, "epochs must be a number, got '2'"),
+            ({"max_length": "256"}, "max_length must be an integer, got '256'"),
+            ({"max_length": 256.0}, "max_length must be an integer, got 256.0"),
+            ({"batch_size": True}, "batch_size must be an integer, got True"),
+            ({"include_context": "false"}, "include_context must be true or false, got 'false'"),
+            ({"lora_targets": "q_proj"}, "lora_targets must be a list of strings, got 'q_proj'"),
+            ({"backbone": 7}, "backbone must be a string, got 7"),
+            ({"pooling": 1}, "pooling must be a string, got 1"),
+        ],
+    )
+    def test_a_value_of_the_wrong_type_is_one_value_error(self, values, message):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            TrainConfig(**values)
+
+    def test_wrong_types_in_a_file_are_all_named_in_one_line(self, tmp_path):
+        path = tmp_path / "x.toml"
+        path.write_text('[train]\nepochs = "2"\ninclude_context = "false"\n')
+        with pytest.raises(ValueError) as caught:
+            load_config(path)
+        (line,) = str(caught.value).splitlines()
+        assert "epochs must be a number" in line and "include_context must be true or false" in line
+
+    @pytest.mark.parametrize("name", ["epochs", "learning_rate", "head_learning_rate", "weight_decay",
+                                      "lora_alpha", "gamma", "warmup_ratio", "combiner_l2"])
+    @pytest.mark.parametrize("value", [float("nan"), float("inf")])
+    def test_a_number_that_is_not_finite_is_refused(self, name, value):
+        with pytest.raises(ValueError, match=rf"{name} must be a finite number, got {value!r}"):
+            TrainConfig(**{name: value})
+
+    def test_weight_decay_may_not_be_negative(self):
+        with pytest.raises(ValueError, match=r"weight_decay must be >= 0, got -0.01"):
+            TrainConfig(weight_decay=-0.01)
+
+    def test_harvest_train_reports_a_non_finite_epochs_before_reading_the_lake(self, tmp_path, monkeypatch):
+        from click.testing import CliRunner
+
+        from trajectory_lake.cli import main
+        from value_model import pipeline
+
+        monkeypatch.setattr(pipeline, "resolve_slice", _raise_read_too_soon)
+        result = CliRunner().invoke(main, ["train", "--lake", str(tmp_path / "lake"), "--epochs", "inf"])
+        assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.exception
+        assert "epochs must be a finite number, got inf" in result.output
+
+    def test_the_values_the_recipes_and_the_command_line_give_are_accepted(self):
+        config = TrainConfig(epochs=1, lora_targets=["q_proj", "v_proj"], combiner=["value"], weight_decay=0)
+        assert config.lora_targets == ("q_proj", "v_proj") and config.combiner == ("value",)
+        assert config.updated(epochs=0.5).epochs == 0.5
