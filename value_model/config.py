@@ -105,7 +105,8 @@ _KINDS: dict[Any, tuple[str, Any]] = {
     int: ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
     float: ("a number", lambda v: isinstance(v, int | float) and not isinstance(v, bool)),
     str: ("a string", lambda v: isinstance(v, str)),
-    tuple: ("a list of strings", lambda v: isinstance(v, list | tuple) and all(isinstance(x, str) for x in v)),
+    tuple: ("a list of strings",
+            lambda v: isinstance(v, list | tuple) and all(isinstance(x, str) for x in v)),
 }
 
 
