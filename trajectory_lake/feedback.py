@@ -275,13 +275,29 @@ def feedback_rows(feedback: Feedback, *, ingest_id: str) -> dict[str, list[dict[
     return out
 
 
+# each failed attempt means another writer changed the table's metadata first
+_UPGRADE_ATTEMPTS = 20
+
+
 def _add_missing_columns(lake: Lake, table: str) -> None:
-    """Give a table created before its schema grew the new (nullable) columns."""
-    dt = lake.delta_table(table)
-    present = set(dt.schema().to_arrow().names)
-    missing = [f for f in schema_of(table) if f.name not in present]
-    if missing:
-        dt.alter.add_columns([deltalake.Field.from_arrow(f) for f in missing])
+    """Give a table created before its schema grew the new (nullable) columns.
+
+    Writers that start at once all find the columns missing; Delta commits one ADD COLUMN and rejects
+    the others (``CommitFailedError``: the metadata changed), whose writers then read the table again
+    and find the columns there.
+    """
+    for attempt in range(_UPGRADE_ATTEMPTS):
+        dt = lake.delta_table(table)
+        present = set(dt.schema().to_arrow().names)
+        missing = [f for f in schema_of(table) if f.name not in present]
+        if not missing:
+            return
+        try:
+            dt.alter.add_columns([deltalake.Field.from_arrow(f) for f in missing])
+            return
+        except deltalake.exceptions.CommitFailedError:
+            if attempt + 1 == _UPGRADE_ATTEMPTS:
+                raise
 
 
 def _unique(table: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -4,7 +4,8 @@
   the ingest again yields exactly the rows of one clean run;
 - four processes ingesting different sources into one lake at once lose nothing and duplicate nothing;
 - processes that start at once on a lake that does not exist yet (ingests, feedback writers) create
-  each table once, and all of them write into that table.
+  each table once, and all of them write into that table; feedback writers that start at once on a
+  table from before its schema grew all upgrade it and write.
 """
 
 from __future__ import annotations
@@ -352,6 +353,28 @@ class TestBrandNewLake:
         assert lake.read("rerank_events").height == 4
         for table in (*DATA_TABLES, "rerank_events"):
             assert comparable_rows(lake, table).equals(comparable_rows(reference, table)), table
+
+
+class TestUpgradeAtOnce:
+    """Processes that start at the same moment on a lake whose table predates its current schema."""
+
+    def test_feedback_writers_upgrading_an_old_rerank_events_table_at_once_all_succeed(self, new_lake,
+                                                                                       tmp_path):
+        # Each writer adds the missing columns first; Delta commits one of those ADD COLUMNs and rejects
+        # the others (the metadata changed), whose writers must read the table again.
+        from trajectory_lake.schema import schema_of
+
+        from .test_feedback import old_rerank_events_schema
+
+        lake = new_lake()
+        DeltaTable.create(lake.table_uri("rerank_events"), old_rerank_events_schema(),
+                          storage_options=lake.storage_options)
+        lake.create()  # the other tables
+        written = [json.loads(out) for out in _run_at_once(_FEEDBACK, lake, [""] * 6, tmp_path / "signals")]
+        assert [w["rerank_events"] for w in written] == [1] * 6
+        assert [c["operation"] for c in lake.history("rerank_events")].count("ADD COLUMN") == 1
+        events = lake.read("rerank_events")
+        assert events.columns == schema_of("rerank_events").names and events["event_id"].n_unique() == 6
 
 
 class TestMaintenance:

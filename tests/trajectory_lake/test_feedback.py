@@ -39,6 +39,13 @@ def feedback(**changes: object) -> Feedback:
     return Feedback(**values)  # type: ignore[arg-type]
 
 
+def old_rerank_events_schema() -> pa.Schema:
+    """The ``rerank_events`` schema before it grew its event id, model revision, candidate ids, values,
+    outcome and recorded_at columns."""
+    kept = ("request_id", "model_uri", "task_id", "candidate_hashes", "scores", "chosen", "at")
+    return pa.schema([f for f in schema_of("rerank_events") if f.name in kept])
+
+
 class TestRows:
     def test_one_trajectory_and_candidate_per_served_candidate_and_one_outcome_for_the_chosen(self):
         rows = feedback_rows(feedback(), ingest_id="i")
@@ -122,19 +129,32 @@ class TestWrite:
 
     def test_a_rerank_events_table_created_before_the_new_columns_is_upgraded(self, tmp_path):
         lake = Lake(tmp_path / "lake")
-        old = pa.schema(
-            [
-                f
-                for f in schema_of("rerank_events")
-                if f.name
-                in ("request_id", "model_uri", "task_id", "candidate_hashes", "scores", "chosen", "at")
-            ]
-        )
-        DeltaTable.create(lake.table_uri("rerank_events"), old)
+        DeltaTable.create(lake.table_uri("rerank_events"), old_rerank_events_schema())
 
         write_feedback(lake, feedback())
 
         assert lake.read("rerank_events").get_column("event_id").to_list() == [feedback().event_id]
+
+    def test_a_writer_whose_upgrade_loses_the_race_reads_the_table_again(self, tmp_path, monkeypatch):
+        lake = Lake(tmp_path / "lake")
+        DeltaTable.create(lake.table_uri("rerank_events"), old_rerank_events_schema())
+        stale = lake.delta_table("rerank_events")  # what this writer reads ...
+        other = feedback(request_id="rr-other")
+        write_feedback(Lake(lake.uri), other)  # ... before another writer adds the columns and commits
+        original, handed = Lake.delta_table, []
+
+        def stale_first(self, table, **kwargs):
+            if table == "rerank_events" and not handed:
+                handed.append(stale)
+                return stale
+            return original(self, table, **kwargs)
+
+        monkeypatch.setattr(Lake, "delta_table", stale_first)
+        write_feedback(lake, feedback())
+
+        assert handed  # its ADD COLUMN was rejected (the metadata changed), and it read the table again
+        assert sorted(lake.read("rerank_events")["event_id"]) == sorted([other.event_id, feedback().event_id])
+        assert [c["operation"] for c in lake.history("rerank_events")].count("ADD COLUMN") == 1
 
 
 class TestTaskIds:
