@@ -35,9 +35,14 @@ T = TypeVar("T")
 
 
 def _torchrun_env() -> tuple[int, int, int]:
-    # torchrun's contract, read in one place: RANK, WORLD_SIZE, LOCAL_RANK.
+    # torchrun's contract, read in one place: RANK, WORLD_SIZE, LOCAL_RANK (and LOCAL_WORLD_SIZE below).
     return (int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")),
             int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def _local_world_size() -> int:
+    # the ranks torchrun starts on this machine (1 when not told: a launcher that does not say)
+    return int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
 
 
 def resolve_device(device: str, *, local_rank: int = 0) -> torch.device:
@@ -145,13 +150,18 @@ def distributed_session(*, device: str = "auto") -> Iterator[Runtime]:
 
     Raises:
         ValueError: under ``torchrun``, ``device`` (for this rank: ``auto`` and ``cuda`` are
-            ``cuda:LOCAL_RANK``) is not on this machine (:func:`usable_device`).
+            ``cuda:LOCAL_RANK``) is not on this machine (:func:`usable_device`), or it is ``cuda:N``
+            and torchrun starts several ranks on this machine (they would share that one GPU).
     """
     rank, world_size, local_rank = _torchrun_env()
     if world_size <= 1 or dist.is_initialized():
         yield Runtime.current()
         return
     target = usable_device(device, local_rank=local_rank)  # a one-line error, not torch's, before any data
+    if device.startswith("cuda:") and (ranks_here := _local_world_size()) > 1:
+        # NCCL refuses two ranks on one GPU only at the first collective
+        raise ValueError(f"device {device!r} puts the {ranks_here} ranks of this machine on one GPU: under "
+                         "torchrun use cuda or auto, which give each rank cuda:LOCAL_RANK")
     if target.type == "cuda":
         torch.cuda.set_device(target)
     # NCCL takes CUDA tensors only: a GPU job carries gloo beside it for any collective on CPU tensors

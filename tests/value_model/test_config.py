@@ -297,3 +297,44 @@ class TestValueTypes:
         config = TrainConfig(epochs=1, lora_targets=["q_proj", "v_proj"], combiner=["value"], weight_decay=0)
         assert config.lora_targets == ("q_proj", "v_proj") and config.combiner == ("value",)
         assert config.updated(epochs=0.5).epochs == 0.5
+
+
+class TestDeviceUnderTorchrun:
+    """``cuda:N`` names one GPU for every process: under torchrun the ranks of one machine then shared
+    it, and NCCL refused that only at the first collective, after rank 0 had resolved and saved the
+    slice."""
+
+    @pytest.fixture
+    def torchrun(self, monkeypatch):
+        import torch.distributed as dist
+
+        calls = {}
+        monkeypatch.setenv("RANK", "0")
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        monkeypatch.setenv("LOCAL_RANK", "0")
+        monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+        monkeypatch.setattr("torch.cuda.device_count", lambda: 2)
+        monkeypatch.setattr("torch.cuda.set_device", lambda device: calls.setdefault("device", str(device)))
+        monkeypatch.setattr(dist, "is_initialized", lambda: False)
+        monkeypatch.setattr(dist, "init_process_group", lambda **kwargs: calls.update(init=kwargs))
+        monkeypatch.setattr(dist, "destroy_process_group", lambda: None)
+        return calls
+
+    def test_two_ranks_of_one_machine_may_not_share_one_named_gpu(self, torchrun, monkeypatch):
+        from value_model._runtime import distributed_session
+
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+        with pytest.raises(ValueError, match=r"device 'cuda:1' puts the 2 ranks of this machine on one GPU"):
+            with distributed_session(device="cuda:1"):
+                pass
+        assert "init" not in torchrun
+
+    @pytest.mark.parametrize(("device", "local_world_size"), [("cuda", "2"), ("auto", "2"), ("cuda:1", "1")])
+    def test_one_gpu_a_rank_is_accepted(self, torchrun, monkeypatch, device, local_world_size):
+        # cuda and auto take cuda:LOCAL_RANK; one rank a machine (multi-node) may name its GPU
+        from value_model._runtime import distributed_session
+
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", local_world_size)
+        with distributed_session(device=device):
+            pass
+        assert torchrun["device"] == ("cuda:1" if device == "cuda:1" else "cuda:0") and "init" in torchrun
