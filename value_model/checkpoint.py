@@ -359,10 +359,13 @@ def _publish(tmp: Path, final: Path) -> None:
     directory = final.parent
     if final.exists():
         staged = final.with_name(f"{final.name}.new")
-        shutil.rmtree(staged, ignore_errors=True)  # of an interrupted replacement: older than ``tmp``
+        if staged.exists():  # of an interrupted replacement: older than ``tmp``
+            shutil.rmtree(_discard(staged))
         tmp.rename(staged)
         _sync_directory(directory)
-        shutil.rmtree(final)
+        old = _discard(final)  # out of every listing before any file of it goes
+        _sync_directory(directory)
+        shutil.rmtree(old)
         tmp = staged
     tmp.rename(final)
     _sync_directory(directory)

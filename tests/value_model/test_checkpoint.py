@@ -430,6 +430,20 @@ class TestAbandonedContinuations:
         assert _names(list_checkpoints(tmp_path)) == ["step-00000003"]
         assert not list(tmp_path.glob(".tmp-*"))
 
+    def test_a_crash_while_removing_a_replaced_checkpoint_leaves_no_half_removed_checkpoint(
+        self, tmp_path, monkeypatch
+    ):
+        # the same step written again removed the old one in place: a crash mid-removal left it listed
+        # without its weights beside the new step-N.new
+        _save(tmp_path, 3, loss=1.0)
+        with monkeypatch.context() as patch:
+            patch.setattr(shutil, "rmtree", _half_rmtree(shutil.rmtree))
+            with pytest.raises(_Crash):
+                _save(tmp_path, 3, loss=2.0)
+        assert all((p / "model.pt").is_file() for p in list_checkpoints(tmp_path))
+        latest = find_checkpoint("latest", tmp_path)
+        assert json.loads((latest / "trainer.json").read_text())["step_losses"] == [2.0]
+
     def test_training_applies_checkpoint_keep_abandoned_which_a_resume_may_change_4(
         self, patches, tiny_encoder_dir, tmp_path, monkeypatch
     ):
