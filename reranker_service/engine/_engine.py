@@ -11,7 +11,7 @@ A request goes through four stages, none of them on the event loop's time:
 4. **batching**: one worker takes every waiting request up to ``max_batch_tokens`` (waiting at most
    ``max_wait_ms`` for more), sorts their candidates by length, packs them into batches under the
    budget (:func:`~reranker_service.engine.batching.plan_batches`) and runs the model in a single
-   model thread.
+   model thread (a daemon thread: a model call that never returns cannot keep the process alive).
 
 A request whose caller went away (its future was cancelled: a client disconnect) leaves the queue at
 once, freeing its slot, and is not computed. A batch whose forward pass fails (or returns the wrong
@@ -47,6 +47,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 
 from reranker_service.backends import Backend, BackendInfo, Prepared, ScoreInput
+from reranker_service.engine._model_thread import ModelThread
 from reranker_service.engine.batching import batch_cost, plan_batches
 from reranker_service.engine.cache import CachedScore, ScoreCache, candidate_key, prefix_digest
 from reranker_service.exceptions import (
@@ -185,7 +186,7 @@ class RerankEngine:
         self._queue: deque[_Job] | None = None  # admitted and prepared, oldest first
         self._arrived = asyncio.Event()  # set when a job is queued
         self._worker: asyncio.Task[None] | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: ModelThread | None = None
         self._tokenizers: ThreadPoolExecutor | None = None
         self._current: list[_Job] = []
         self._waiting = 0
@@ -212,7 +213,7 @@ class RerankEngine:
             return
         self._queue = deque()
         self._arrived = asyncio.Event()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harvest-model")
+        self._executor = ModelThread("harvest-model")
         self._tokenizers = ThreadPoolExecutor(
             max_workers=self.tokenizer_workers, thread_name_prefix="harvest-tokenize"
         )
@@ -243,6 +244,11 @@ class RerankEngine:
             if pool is not None:
                 # Do not block the event loop on a model call still running in the thread.
                 pool.shutdown(wait=False, cancel_futures=True)
+        if self._executor is not None and self._executor.busy:
+            logger.warning(
+                "the model thread is still in a call (a forward pass that has not returned); it is left "
+                "running and, a daemon thread, does not keep the process from exiting"
+            )
         self._executor = self._tokenizers = None
 
     async def __aenter__(self) -> RerankEngine:

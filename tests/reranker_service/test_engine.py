@@ -422,6 +422,26 @@ class TestLifecycle:
             await asyncio.wait_for(held, 2.0)
         assert engine.queue_depth == 0
 
+    async def test_a_model_call_that_never_returns_is_left_on_a_daemon_thread_at_stop(self, caplog):
+        # A ThreadPoolExecutor's thread is joined at interpreter exit: after SIGINT, harvest serve with a
+        # stuck model never exited (tests/reranker_service/test_cli.py has that run end to end).
+        backend = ThreadNotingSlowBackend()
+        engine = RerankEngine(backend)
+        await engine.start()
+        scoring = asyncio.create_task(engine.score("p", ["a"]))
+        try:
+            await eventually(backend.entered.is_set)
+            await engine.stop()
+            with pytest.raises(EngineNotReadyError, match="stopped"):
+                await asyncio.wait_for(scoring, WAIT_S)
+
+            assert backend.thread is not None and backend.thread.is_alive()  # still in forward
+            assert backend.thread.daemon
+            assert "the model thread is still in a call" in caplog.text
+        finally:
+            backend.release.set()
+            scoring.cancel()
+
     async def test_engine_serves_again_when_restarted_after_stop(self):
         engine = RerankEngine(DummyBackend())
         async with engine:
@@ -534,6 +554,18 @@ class TestScoreCache:
             await engine.score("p", ["a"])
             await engine.score("p", ["a"])
         assert backend.calls == 2
+
+
+class ThreadNotingSlowBackend(SlowBackend):
+    """A ``SlowBackend`` that notes the thread its ``forward`` runs on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.thread: threading.Thread | None = None
+
+    def forward(self, items: Sequence[Item], *, embed: bool = False) -> Forwarded:
+        self.thread = threading.current_thread()
+        return super().forward(items, embed=embed)
 
 
 class ThreadRecordingBackend(DummyBackend):
