@@ -117,6 +117,14 @@ class Settings:
     neighbors_k: int = field(
         default=5, metadata={"help": "Neighbours returned when return_neighbors is true."}
     )
+    drain_s: float = field(
+        default=0.0,
+        metadata={
+            "help": "On SIGTERM or SIGINT, answer /ready with 503 for this long first while still serving "
+            "every request, so load balancers stop routing here before the port closes; then the graceful "
+            "shutdown (shutdown_timeout_s). A second signal skips the rest (0: no delay)."
+        },
+    )
     shutdown_timeout_s: float = field(
         default=30.0,
         metadata={
@@ -150,7 +158,7 @@ class Settings:
         ):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("max_wait_ms", "reload_poll_s", "cache_size", "shutdown_timeout_s"):
+        for name in ("max_wait_ms", "reload_poll_s", "cache_size", "drain_s", "shutdown_timeout_s"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must be >= 0, got {getattr(self, name)}")
         if not isinstance(self.api_keys, tuple) or not all(isinstance(k, str) and k for k in self.api_keys):

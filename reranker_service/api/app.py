@@ -215,6 +215,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.draining = False  # set by the server's drain (create_server): /ready answers 503
     app.state.api_keys = load_api_keys(settings)
     install_error_handlers(app)
     app.include_router(public)

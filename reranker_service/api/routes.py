@@ -352,9 +352,17 @@ async def health() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@public.get("/ready", summary="Readiness: a model is loaded and the engine runs.")
+@public.get("/ready", summary="Readiness: a model is loaded, the engine runs and the server is not draining.")
 async def ready(request: Request) -> JSONResponse:
     service: RerankService | None = getattr(request.app.state, "service", None)
+    if request.app.state.draining:
+        return JSONResponse(
+            status_code=503,
+            content={
+                "status": "draining",
+                "message": "shutting down: requests are still served for drain_s, then the port closes",
+            },
+        )
     if service is None or not service.engine.ready:
         return JSONResponse(status_code=503, content={"status": "loading"}, headers={"Retry-After": "1"})
     info = service.backend.info

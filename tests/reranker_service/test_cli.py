@@ -269,3 +269,50 @@ def test_sigint_with_a_stuck_model_exits_after_shutdown_timeout_s_without_waitin
     # more than SIGTERM's bound: the interpreter's teardown, which SIGTERM's kill skips, alone takes 2-3 s
     # on a busy 2-core machine (measured with a server that is not stuck too)
     assert exited_s < 0.5 + ANSWER_S + 8, f"exit took {exited_s:.1f}s"
+
+
+def _wait_not_ready(url: str) -> httpx.Response:
+    """The first ``/ready`` answer that is not 200 (within ``WAIT_S``)."""
+    deadline = time.monotonic() + WAIT_S
+    while (answer := httpx.get(f"{url}/ready", timeout=WAIT_S)).status_code == 200:
+        assert time.monotonic() < deadline, "/ready still answers 200"
+        time.sleep(0.02)
+    return answer
+
+
+class TestDrain:
+    @pytest.mark.slow  # starts a server in a child process
+    @pytest.mark.timeout(180)
+    def test_after_sigterm_ready_is_503_while_requests_are_still_served_for_drain_s_then_it_exits(self):
+        drain_s = 4.0
+        with serving_child("dummy", "--drain-s", str(drain_s)) as (child, url):
+            told = time.monotonic()
+            child.send_signal(signal.SIGTERM)
+            ready = _wait_not_ready(url)
+            health = httpx.get(f"{url}/health", timeout=WAIT_S)
+            answer = httpx.post(f"{url}/v1/rerank", json=rerank_body(2), timeout=WAIT_S)
+            served_s = time.monotonic() - told
+            code = child.wait(timeout=drain_s + WAIT_S)
+            exited_s = time.monotonic() - told
+
+        assert ready.status_code == 503
+        assert ready.json()["status"] == "draining"
+        assert health.status_code == 200
+        assert answer.status_code == 200 and len(answer.json()["results"]) == 2
+        assert served_s < drain_s  # all three were answered inside the delay
+        assert code == -signal.SIGTERM
+        assert drain_s <= exited_s < drain_s + 5, f"exit took {exited_s:.1f}s"
+
+    @pytest.mark.slow  # starts a server in a child process
+    @pytest.mark.timeout(180)
+    def test_a_second_sigterm_skips_the_rest_of_the_drain(self):
+        with serving_child("dummy", "--drain-s", "120") as (child, url):
+            child.send_signal(signal.SIGTERM)
+            assert _wait_not_ready(url).json()["status"] == "draining"
+            told = time.monotonic()
+            child.send_signal(signal.SIGTERM)
+            code = child.wait(timeout=WAIT_S)
+            exited_s = time.monotonic() - told
+
+        assert code == -signal.SIGTERM
+        assert exited_s < 5, f"exit took {exited_s:.1f}s"

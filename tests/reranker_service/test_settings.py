@@ -138,6 +138,13 @@ class TestServingSettings:
         with pytest.raises(ValueError, match=r"shutdown_timeout_s must be >= 0.*HARVEST_SHUTDOWN_TIMEOUT_S"):
             Settings.from_env({"HARVEST_SHUTDOWN_TIMEOUT_S": "-1"})
 
+    def test_drain_is_off_by_default_read_from_the_environment_and_never_negative(self):
+        assert Settings().drain_s == 0
+        assert Settings.from_env({"HARVEST_DRAIN_S": "5"}).drain_s == 5.0
+        assert Settings.from_env({"HARVEST_DRAIN_S": "5"}, drain_s="1.5").drain_s == 1.5  # --drain-s 1.5
+        with pytest.raises(ValueError, match=r"drain_s must be >= 0.*HARVEST_DRAIN_S"):
+            Settings.from_env({"HARVEST_DRAIN_S": "-1"})
+
     def test_flag_strings_are_parsed_like_variables(self):
         settings = Settings.from_env({}, index_version="3", max_wait_ms="0.5", neighbors=False)
         assert (settings.index_version, settings.max_wait_ms, settings.neighbors) == (3, 0.5, False)
