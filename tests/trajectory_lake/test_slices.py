@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 import polars as pl
@@ -70,6 +71,36 @@ class TestSpec:
             assert _task_buckets(pl.Series(ids), seed).to_list() == task_buckets(ids, seed)
         # the value saved manifests' splits were computed with
         assert task_bucket("swe-bench/django__django-11099") == 0.983249612969722
+
+    def test_a_rows_split_is_its_tasks_bucket_with_each_task_hashed_once(self, monkeypatch):
+        # The split is assigned over rows sorted by task (issue 3, slice speed): it must stay the per-task
+        # task_bucket rule saved manifests were resolved with.
+        import random
+
+        import trajectory_lake.slices as slices
+
+        rng = random.Random(3)
+        prefixes = ("swe-bench", "tau-bench", "é")
+        tasks = sorted({f"{rng.choice(prefixes)}/{rng.randrange(10**6)}" for _ in range(3000)})
+        ids = sorted(t for t in tasks for _ in range(rng.randrange(1, 4)))  # 1-3 rows a task, adjacent
+        rows = pl.DataFrame({"task_id": ids, "candidate_id": [f"c{i}" for i in range(len(ids))]})
+        for seed, val, test in ((0, 0.2, 0.0), (7, 0.3, 0.2), (11, 0.0, 0.5)):
+            buckets = [slices.task_bucket(t, seed) for t in ids]
+            hashed: list[bytes] = []
+            digests = slices._digests
+
+            def counting(prefix: bytes, keys: Iterable[bytes], digests=digests, hashed=hashed) -> list[bytes]:
+                keys = list(keys)
+                hashed.extend(keys)
+                return digests(prefix, keys)
+
+            spec = SliceSpec(name="s", split_seed=seed, val_fraction=val, test_fraction=test)
+            with monkeypatch.context() as patched:
+                patched.setattr(slices, "_digests", counting)
+                split = slices._with_splits(rows, spec)["split"].to_list()
+            assert split == ["test" if b < test else "val" if b < test + val else "train" for b in buckets]
+            assert sorted(hashed) == sorted(t.encode() for t in tasks)  # each task once
+        assert slices._with_splits(rows.clear(), SliceSpec(name="s"))["split"].to_list() == []
 
     def test_times_are_parsed_as_utc(self):
         spec = SliceSpec(name="x", ingested_after="2026-01-01T00:00:00")
@@ -302,6 +333,25 @@ class TestReproducibility:
             lake.read("candidates", version=1)
         assert lake.read("candidates").height == 420
 
+    @pytest.mark.parametrize(("options", "content_hash", "splits"), [
+        ({"val_fraction": 0.3, "test_fraction": 0.2, "split_seed": 7},
+         "sha256:7464ad16852c67c2ffefdf9420468fbdb033d1e251fbe753276ebeb81435de9a", (517, 345, 216)),
+        ({"dedup": True, "labelled_only": False, "split_seed": 3},
+         "sha256:50c54295b37dd8862daadc540596d1378f65606965dae89384a3ee8df64b3cbe", (810, 168, 0)),
+    ])
+    def test_manifests_resolved_before_the_faster_split_still_reproduce(self, lite_lake, options,
+                                                                        content_hash, splits):
+        # Content hashes resolved on the Lite lake by the code before issue 3's slice speed-up (split
+        # joined per task after collecting, not over rows sorted by task): the rows and splits must not move.
+        manifest = resolve_slice(lite_lake, SliceSpec(name="pinned", **options))
+        assert manifest.content_hash == content_hash
+        assert tuple(manifest.counts["splits"][s]["rows"] for s in ("train", "val", "test")) == splits
+        frame = scan_slice(lite_lake, manifest).collect()
+        assert frame.equals(frame.sort("task_id", "candidate_id"))
+        lines = "".join(f"{c}\t{label!r}\t{split}\n" for c, label, split
+                        in frame.select("candidate_id", "label", "split").iter_rows())
+        assert "sha256:" + hashlib.sha256(lines.encode()).hexdigest() == content_hash
+
     def test_a_manifest_pinning_a_version_the_table_lacks_names_the_table(self, lite_lake):
         manifest = resolve_slice(lite_lake, SliceSpec(name="x"))
         missing = load_manifest({**json.loads(manifest.to_json()),
@@ -455,6 +505,15 @@ class TestPartitionPruning:
         assert shared.height > 0
         assert frame["prompt"].null_count() == 0
         assert set(frame["benchmark"]) == {"swe-bench-verified"}
+
+    def test_a_slice_that_looks_tasks_up_in_other_partitions_keeps_its_content_hash(self, two_benchmarks):
+        # Resolved before issue 3's slice speed-up (the task join and the split rebuilt): Verified rows
+        # whose task rows sit in the Lite partition take the second lookup, and must still reproduce.
+        manifest = resolve_slice(two_benchmarks, SliceSpec(name="v", benchmarks=["swe-bench-verified"],
+                                                           drop_empty=False))
+        expected = "sha256:6161fe11b77221ec5cd4b35b2b69db8f67e2948a9531031e7316a977930c198f"
+        assert manifest.content_hash == expected
+        assert scan_slice(two_benchmarks, manifest).collect().height == manifest.counts["rows"] == 118
 
 
 @pytest.fixture(scope="module")
