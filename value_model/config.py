@@ -179,7 +179,9 @@ class TrainConfig:
                                         "slower).")
     precision: Precision = _opt("auto", "auto (bf16 autocast on CUDA, fp32 on CPU), fp32 or bf16 (bf16 on CPU "
                                 "too). With LoRA under bf16 the frozen backbone is loaded in bf16.")
-    device: str = _opt("auto", "auto (cuda:LOCAL_RANK when CUDA is present, else cpu), cpu, cuda, cuda:N.")
+    device: str = _opt("auto", "auto (cuda:LOCAL_RANK when CUDA is present, else cpu), cpu, cuda "
+                       "(cuda:LOCAL_RANK), cuda:N (under torchrun only with one rank a machine). Checked "
+                       "against the machine before any data is read.")
     parallel: Parallel = _opt("ddp", "How ranks share the model under torchrun: ddp replicates it on every rank; "
                               "fsdp shards parameters, gradients and optimizer state over the ranks (FSDP2, one "
                               "unit per transformer layer), for full fine-tuning beyond one device's memory.")
