@@ -487,6 +487,13 @@ def fit(
         run_fingerprint = fingerprint(config, data=_data_digest(items, train, td=targets is not None),
                                       data_id=data_id, micro_batches_per_step=micro_per_step, device=device)
     state, resumed_from = TrainerState(), resolve_resume(resume, config.checkpoint_dir, runtime)
+    wants_checkpoints = resumed_from is not None or config.checkpoint_every_steps
+    if not config.checkpoint_dir and wants_checkpoints and runtime.is_main:
+        # A recipe may leave the directory to the command line; say so rather than checkpoint nothing quietly.
+        why = (f"it resumed from {resumed_from}" if resumed_from is not None
+               else f"checkpoint_every_steps is {config.checkpoint_every_steps}")
+        logger.warning("no checkpoint_dir: this run writes no checkpoints (%s); "
+                       "pass --checkpoint-dir to keep them", why)
     if resumed_from is not None:
         state, saved_targets = load_checkpoint(resumed_from, fingerprint=run_fingerprint, model=model,
                                                optimizer=optimizer, scheduler=scheduler, runtime=runtime,

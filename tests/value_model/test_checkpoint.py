@@ -329,6 +329,23 @@ class TestResume:
         _assert_same_training(resumed, straight)
         assert find_checkpoint(aside, None) == aside / "step-00000010"  # still there to go back to
 
+    def test_a_run_that_would_checkpoint_without_a_directory_says_it_writes_none(
+        self, patches, tiny_encoder_dir, tmp_path, caplog
+    ):
+        # A recipe may set checkpoint_every_steps and leave the directory to the command line; resuming
+        # from a checkpoint's path without --checkpoint-dir continued with no checkpoints, saying nothing.
+        train, val = patches
+        _fit(tiny_encoder_dir, train, val, _patch_config(tiny_encoder_dir, tmp_path, epochs=0.4))  # steps 2
+        no_dir = dataclasses.replace(_patch_config(tiny_encoder_dir, tmp_path, epochs=0.4), checkpoint_dir="")
+        with caplog.at_level(logging.WARNING, logger="value_model.trainer"):
+            resumed = _fit(tiny_encoder_dir, train, val, no_dir, resume=str(tmp_path / "step-00000002"))
+        assert resumed.resumed_from == str(tmp_path / "step-00000002")
+        assert "no checkpoint_dir: this run writes no checkpoints (it resumed from" in caplog.text
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="value_model.trainer"):
+            _fit(tiny_encoder_dir, train, val, dataclasses.replace(no_dir, epochs=0.2))
+        assert "writes no checkpoints (checkpoint_every_steps is 2)" in caplog.text
+
     def test_resume_latest_with_no_checkpoint_yet_starts_afresh(self, patches, tiny_encoder_dir, tmp_path):
         train, val = patches
         result = _fit(
