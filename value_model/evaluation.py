@@ -180,7 +180,9 @@ class EvaluationReport:
         n_tasks: tasks evaluated.
         n_candidates: candidates evaluated.
         n_rerankable: tasks with both a success and a failure.
-        ks: the k of the curves, 1..N.
+        ks: the k of the curves, 1..N (1..max_k when ``options.max_k`` cuts them short).
+        largest_task: N, the candidates of the largest task: Best@N and Oracle (Pass@N) are over all of
+            a task's candidates whatever ``max_k`` is.
         random: Random (= Random@k for every k).
         oracle: Oracle (= Pass@N).
         random_rerankable: Random on the rerankable tasks.
@@ -199,6 +201,7 @@ class EvaluationReport:
     n_candidates: int
     n_rerankable: int
     ks: tuple[int, ...]
+    largest_task: int
     random: float
     oracle: float
     random_rerankable: float
@@ -280,6 +283,7 @@ class EvaluationReport:
             "oracle": self.oracle,
             "random_rerankable": self.random_rerankable,
             "k": list(self.ks),
+            "largest_task": self.largest_task,
             "random_at_k": list(self.random_at_k),
             "pass_at_k": list(self.pass_at_k),
             "model": self.selector_dict(MODEL),
@@ -547,6 +551,7 @@ def evaluate_scores(
         n_candidates=n,
         n_rerankable=int(mixed.sum()),
         ks=ks,
+        largest_task=int(tasks.sizes.max()),
         random=random,
         oracle=oracle,
         random_rerankable=float(columns["random"][mixed].mean()) if mixed.any() else math.nan,
@@ -665,7 +670,7 @@ def _render(report: EvaluationReport, *, max_columns: int) -> str:
     conf = f"{report.options.confidence:.0%}"
     lines = [
         f"{report.scorer}: {report.n_candidates} candidates of {report.n_tasks} tasks "
-        f"(N = {report.ks[-1]}; {report.n_rerankable} tasks have both a success and a failure)",
+        f"(N = {report.largest_task}; {report.n_rerankable} tasks have both a success and a failure)",
         "",
         f"{'selector':<18}{'Best@N':>7} {conf + ' interval':<18}{'gap closed':>11}{'AUROC in-task':>14}"
         f"{'AUROC':>7}{'ECE':>7}{'Brier':>7}",

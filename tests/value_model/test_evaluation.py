@@ -188,6 +188,13 @@ class TestSuiteOnTheHandFixture:
         report = evaluate_scores(TASKS, LABELS, SCORES, options=EvaluationOptions(n_bootstrap=0, max_k=2))
         assert report.ks == (1, 2) and report.model.best == pytest.approx(0.5)
 
+    def test_max_k_leaves_the_headline_n_at_the_largest_task(self):
+        # Best@N and Oracle (Pass@N) are over all of a task's candidates whatever --max-k cuts the
+        # curves to, so the header's N is the largest task (4 here), not max_k
+        report = evaluate_scores(TASKS, LABELS, SCORES, options=EvaluationOptions(n_bootstrap=0, max_k=2))
+        header = report.render_table().splitlines()[0]
+        assert "(N = 4;" in header, header
+
 
 class TestBootstrap:
     def test_intervals_contain_the_point_estimate(self, report):
