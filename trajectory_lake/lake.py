@@ -20,16 +20,17 @@ import random
 import re
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pa_fs
+import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError as DeltaTableNotFound
 from deltalake.fs import DeltaStorageHandler
@@ -70,6 +71,7 @@ _ROW_GROUP_ROWS = 16_384
 # (compression must be named: WriterProperties without it writes uncompressed files.)
 _WRITER_PROPERTIES = WriterProperties(max_row_group_size=_ROW_GROUP_ROWS, compression="SNAPPY")
 _MAX_COMMIT_RETRIES = 100  # concurrent appenders exhaust delta-rs' default of 15 (facts §1.12)
+_T = TypeVar("_T")
 
 
 class Lake:
@@ -186,28 +188,60 @@ class Lake:
             # commit asked for at its own recorded time could be missed). Move to the commit times the
             # log records (those `history` shows), to the millisecond, in both directions.
             resolved, asked_ms = dt.version(), asked.timestamp() * 1000
-            while resolved > 0 and self._commit_info(table, resolved).get("timestamp", 0) > asked_ms:
+            while resolved > 0 and self.commit_info(table, resolved).get("timestamp", 0) > asked_ms:
                 resolved -= 1
-            while self._commit_info(table, resolved + 1).get("timestamp", math.inf) <= asked_ms:
+            while self.commit_info(table, resolved + 1).get("timestamp", math.inf) <= asked_ms:
                 resolved += 1
             if resolved != dt.version():
                 dt.load_as_version(resolved)
         return dt
 
-    def _commit_info(self, table: str, version: int) -> dict[str, Any]:
-        """The commit info the log entry of ``version`` records (operation, timestamp in ms, metadata);
-        empty if the entry is gone (log cleanup) or holds none."""
+    def commit_info(self, table: str, version: int) -> dict[str, Any]:
+        """The commit info the log entry of ``version`` records (operation, timestamp in ms, metadata such
+        as ``harvest.ingest_id``); empty if the entry is gone (log cleanup) or holds none."""
+        for action in self._log_entry(table, version):
+            info = action.get("commitInfo")
+            if isinstance(info, dict):
+                return info
+        return {}
+
+    def _log_entry(self, table: str, version: int) -> list[dict[str, Any]]:
+        """The actions of the log entry of ``version`` (one small JSON file); empty if it is gone."""
         store = DeltaStorageHandler(self.table_uri(table), self.storage_options)
         try:
             with store.open_input_file(f"_delta_log/{version:020d}.json") as entry:
                 lines = entry.read().decode().splitlines()
         except OSError:
-            return {}
-        for line in lines:
-            info = json.loads(line).get("commitInfo") if line.strip() else None
-            if isinstance(info, dict):
-                return info
-        return {}
+            return []
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def _version_adding(self, table: str, path: str, *, after: int) -> int:
+        """The first version after ``after`` whose commit adds the file ``path`` (as the file is named, not
+        URL-encoded as the log holds it)."""
+        version = after + 1
+        while entry := self._log_entry(table, version):
+            if any(unquote(action["add"]["path"]) == path for action in entry if "add" in action):
+                return version
+            version += 1
+        raise LakeError(f"no commit of {table!r} after version {after} adds {path}")
+
+    def added_keys(self, table: str, versions: Iterable[int]) -> pa.Table:
+        """The key columns (``KEYS[table]``) of every row of the files the commits ``versions`` added (their
+        log entries' add actions), read from those files alone, not from a snapshot.
+
+        A file a later commit removed is still read (a compaction, or a delete that rewrote it): what a
+        commit added is what it added.
+        """
+        columns = list(KEYS[table])
+        store = DeltaStorageHandler(self.table_uri(table), self.storage_options)
+        parts = []
+        for version in versions:
+            for action in self._log_entry(table, version):
+                if "add" in action:
+                    with store.open_input_file(unquote(action["add"]["path"])) as handle:
+                        parts.append(pq.read_table(handle, columns=columns))
+        schema = pa.schema([schema_of(table).field(name) for name in columns])
+        return pa.concat_tables([part.cast(schema) for part in parts]) if parts else schema.empty_table()
 
     def _latest_note(self, table: str) -> str:
         """``" (its latest version is N)"``, for an error about a version the table does not have."""
@@ -322,16 +356,10 @@ class Lake:
             if chunk_bytes < 1:
                 raise ValueError(f"chunk_bytes must be >= 1, got {chunk_bytes}")
             return self._append_in_chunks(table, reader, commit, chunk_bytes)
-        write_deltalake(
-            self.table_uri(table),
-            reader,
-            mode="append",
-            target_file_size=_APPEND_FILE_BYTES,
-            writer_properties=_WRITER_PROPERTIES,
-            storage_options=self.storage_options,
-            commit_properties=commit,
-        )
-        return self.version(table)
+        dt = self.delta_table(table)
+        write_deltalake(dt, reader, mode="append", target_file_size=_APPEND_FILE_BYTES,
+                        writer_properties=_WRITER_PROPERTIES, commit_properties=commit)
+        return dt.version()  # this commit's: the table's latest may already be another writer's
 
     def _append_in_chunks(self, table: str, reader: pa.RecordBatchReader, commit: CommitProperties,
                           chunk_bytes: int) -> int:
@@ -350,20 +378,24 @@ class Lake:
     def merge_update(self, table: str, rows: pa.Table, *, key: str, only_if: str, metadata: Mapping[str, str]) -> int:
         """Update the rows of ``table`` whose ``key`` matches ``rows`` and that satisfy ``only_if`` (a SQL
         predicate over target ``t`` and source ``s``), in one commit. Used only on small tables: delta-rs
-        rewrites every file a MERGE touches.
+        rewrites every file a MERGE touches. A commit that conflicts with a concurrent one (a concurrent
+        ingest deleting its duplicates from a file this MERGE read) is run again on the new version.
 
         Returns:
             The table version the commit created.
         """
-        (
-            self.delta_table(table)
-            .merge(conform(table, rows), predicate=f"t.{key} = s.{key}", source_alias="s", target_alias="t",
-                   commit_properties=CommitProperties(custom_metadata=dict(metadata),
-                                                      max_commit_retries=_MAX_COMMIT_RETRIES))
-            .when_matched_update_all(predicate=only_if)
-            .execute()
-        )
-        return self.version(table)
+        rows = conform(table, rows)
+        commit = CommitProperties(custom_metadata=dict(metadata), max_commit_retries=_MAX_COMMIT_RETRIES)
+
+        def update() -> int:
+            dt = self.delta_table(table)
+            (dt.merge(rows, predicate=f"t.{key} = s.{key}", source_alias="s", target_alias="t",
+                      commit_properties=commit)
+             .when_matched_update_all(predicate=only_if)
+             .execute())
+            return dt.version()
+
+        return _rerun_on_conflict(update)
 
     def insert_new(self, table: str, rows: pa.Table, *, metadata: Mapping[str, str] | None = None) -> int:
         """Insert the rows of ``rows`` whose key (``KEYS[table]``) ``table`` lacks, in one atomic commit,
@@ -384,22 +416,50 @@ class Lake:
         predicate = within + " AND ".join(f"t.{k} = s.{k}" for k in key)
         commit = CommitProperties(custom_metadata=dict(metadata or {}),
                                   max_commit_retries=_MAX_COMMIT_RETRIES)
-        attempt = 0
-        while True:
-            try:
-                result = (
-                    self.delta_table(table)
-                    .merge(rows, predicate=predicate, source_alias="s", target_alias="t",
-                           writer_properties=_WRITER_PROPERTIES, commit_properties=commit)
-                    .when_not_matched_insert_all()
-                    .execute()
-                )
-                return int(result["num_target_rows_inserted"])
-            except CommitFailedError:
-                attempt += 1
-                if attempt >= _MAX_COMMIT_RETRIES:
-                    raise
-                time.sleep(random.uniform(0, 0.01 * attempt))  # spread the losers' re-runs
+
+        def insert() -> int:
+            result = (
+                self.delta_table(table)
+                .merge(rows, predicate=predicate, source_alias="s", target_alias="t",
+                       writer_properties=_WRITER_PROPERTIES, commit_properties=commit)
+                .when_not_matched_insert_all()
+                .execute()
+            )
+            return int(result["num_target_rows_inserted"])
+
+        return _rerun_on_conflict(insert)
+
+    def delete_keys(self, table: str, keys: pa.Table, *, ingest_id: str,
+                    metadata: Mapping[str, str] | None = None) -> tuple[int, int]:
+        """Delete the rows of ``table`` that ingest ``ingest_id`` wrote whose key (the columns of ``keys``,
+        ``KEYS[table]``) is one of ``keys``, in one commit; rows of the same keys that other ingests wrote
+        stay. A commit that conflicts with a concurrent one is run again on the new version.
+
+        Returns:
+            ``(rows deleted, the table version after it)`` (no commit when nothing matched).
+        """
+        key = list(keys.column_names)
+        if keys.num_rows == 0:
+            return 0, self.version(table)
+        first = pc.unique(keys.column(key[0])).to_pylist()
+        # literal target-side filters let delta-rs skip files by their statistics (facts §1.5)
+        predicate = (f"t.ingest_id = {_sql_string(ingest_id)} AND "
+                     f"t.{key[0]} IN ({', '.join(_sql_string(v) for v in first)}) AND "
+                     + " AND ".join(f"t.{k} = s.{k}" for k in key))
+        commit = CommitProperties(custom_metadata=dict(metadata or {}),
+                                  max_commit_retries=_MAX_COMMIT_RETRIES)
+
+        def delete() -> tuple[int, int]:
+            dt = self.delta_table(table)
+            result = (
+                dt.merge(keys, predicate=predicate, source_alias="s", target_alias="t",
+                         writer_properties=_WRITER_PROPERTIES, commit_properties=commit)
+                .when_matched_delete()
+                .execute()
+            )
+            return int(result["num_target_rows_deleted"]), dt.version()
+
+        return _rerun_on_conflict(delete)
 
     def append(self, table: str, rows: pa.Table, *, metadata: Mapping[str, str] | None = None) -> int:
         """Append ``rows`` to ``table`` in one atomic commit.
@@ -416,18 +476,12 @@ class Lake:
             SchemaMismatchError: ``rows`` do not fit the table's schema.
         """
         rows = conform(table, rows)
-        write_deltalake(
-            self.table_uri(table),
-            rows,
-            mode="append",
-            target_file_size=_APPEND_FILE_BYTES,
-            writer_properties=_WRITER_PROPERTIES,
-            storage_options=self.storage_options,
-            commit_properties=CommitProperties(
-                custom_metadata=dict(metadata or {}), max_commit_retries=_MAX_COMMIT_RETRIES
-            ),
-        )
-        return self.version(table)
+        dt = self.delta_table(table)
+        write_deltalake(dt, rows, mode="append", target_file_size=_APPEND_FILE_BYTES,
+                        writer_properties=_WRITER_PROPERTIES,
+                        commit_properties=CommitProperties(custom_metadata=dict(metadata or {}),
+                                                           max_commit_retries=_MAX_COMMIT_RETRIES))
+        return dt.version()  # this commit's: the table's latest may already be another writer's
 
 
 class StagedAppend:
@@ -488,7 +542,7 @@ class StagedAppend:
             properties: the commit's properties, or its custom metadata.
 
         Returns:
-            The table's version after it.
+            The version this commit created (the latest version when nothing was written).
         """
         lake = self._lake
         if not self._written:
@@ -509,14 +563,18 @@ class StagedAppend:
             raise LakeError(f"cannot commit the append to {self._table!r}: {len(gone)} of its staged files "
                             f"are gone (deleted by vacuum with a retention shorter than this ingest?), e.g. "
                             f"{gone[0]}; nothing was committed: ingest again")
-        lake.delta_table(self._table).create_write_transaction(
+        dt = lake.delta_table(self._table)
+        read = dt.version()
+        dt.create_write_transaction(
             actions, mode="append", schema=schema_of(self._table), partition_by=self._partitions,
             commit_properties=properties,
         )
         # The staging table's log is not the table's: its files now belong to the table's log.
         DeltaStorageHandler(lake.table_uri(self._table), lake.storage_options).delete_dir(f"{self._folder}/_delta_log")
         self.__init__(lake, self._table)  # type: ignore[misc]  # later parts go to a new staging folder
-        return lake.version(self._table)
+        # delta-rs does not say which version the commit got (retried past other writers' commits, it may
+        # not be read + 1, nor the latest): the one whose log entry adds our first file.
+        return lake._version_adding(self._table, paths[0], after=read)
 
 
 class _Maintenance:
@@ -588,7 +646,7 @@ class _Maintenance:
         """Version, rows, data files, bytes and last commit of ``table``."""
         dt = self._lake.delta_table(table, version=version)
         actions = pl.DataFrame(dt.get_add_actions(flatten=True))
-        last = self._lake._commit_info(table, dt.version())  # of the version read, not only the latest
+        last = self._lake.commit_info(table, dt.version())  # of the version read, not only the latest
         return {
             "table": table,
             "version": dt.version(),
@@ -599,6 +657,20 @@ class _Maintenance:
             "last_commit": datetime.fromtimestamp(last["timestamp"] / 1000, tz=UTC).isoformat()
             if "timestamp" in last else None,
         }
+
+
+def _rerun_on_conflict(run: Callable[[], _T]) -> _T:
+    """``run()`` (a MERGE on the table's latest version), run again while its commit conflicts with a
+    concurrent one (``CommitFailedError``: delta-rs' own retries only re-check the conflict)."""
+    attempt = 0
+    while True:
+        try:
+            return run()
+        except CommitFailedError:
+            attempt += 1
+            if attempt >= _MAX_COMMIT_RETRIES:
+                raise
+            time.sleep(random.uniform(0, 0.01 * attempt))  # spread the losers' re-runs
 
 
 def _maintenance_metadata(operation: str) -> dict[str, str]:

@@ -193,6 +193,43 @@ class TestAppend:
         assert lake.read("rerank_events")["request_id"].to_list() == ["req-1"]
         assert lake.history("rerank_events")[0]["harvest.note"] == "test"
 
+    def test_appends_return_their_own_commits_version_when_another_writer_commits_right_after(
+            self, tmp_path, monkeypatch):
+        # An ingest looks for concurrent commits between the version it read and its own commit's: the
+        # version an append returns must be its commit's, not the table's latest when it asked.
+        import deltalake
+
+        import trajectory_lake.lake as lake_module
+
+        lake = Lake(tmp_path / "lake").create()
+        uri = lake.table_uri("rerank_events")
+
+        def another(*_args: object, **_kwargs: object) -> None:
+            deltalake.write_deltalake(uri, _event("theirs"), mode="append")
+
+        def write_then_another(*args, **kwargs):
+            deltalake.write_deltalake(*args, **kwargs)
+            if str(args[0]).rstrip("/") == uri or getattr(args[0], "table_uri", "").rstrip("/") == uri:
+                another()
+
+        def transaction_then_another(self, *args, **kwargs):
+            create_write_transaction(self, *args, **kwargs)
+            another()
+
+        create_write_transaction = deltalake.DeltaTable.create_write_transaction
+        monkeypatch.setattr(lake_module, "write_deltalake", write_then_another)
+        monkeypatch.setattr(deltalake.DeltaTable, "create_write_transaction", transaction_then_another)
+        versions = [
+            lake.append("rerank_events", _event("append"), metadata={"harvest.note": "append"}),
+            lake.append_stream("rerank_events", _event("stream").to_reader(),
+                               metadata={"harvest.note": "stream"}),
+            lake.append_stream("rerank_events", _event("chunks").to_reader(),
+                               metadata={"harvest.note": "chunks"}, chunk_bytes=1),
+        ]
+        assert [lake.commit_info("rerank_events", v).get("harvest.note") for v in versions] == [
+            "append", "stream", "chunks"]
+        assert versions[-1] < lake.version("rerank_events")
+
     def test_an_unknown_table_is_rejected_with_the_known_names(self, tmp_path):
         with pytest.raises(ValueError, match="unknown lake table 'rollouts'; expected one of runs, tasks"):
             Lake(tmp_path / "lake").table_uri("rollouts")
