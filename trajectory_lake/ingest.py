@@ -12,6 +12,9 @@ Contract:
   duplicate and is not written: re-ingesting the same files adds nothing to the data tables; of the
   rows one ingest reads for a key, the one of the highest bundle priority is written, however the
   input is split into flushes, parts and readers (:class:`_Writer`);
+* ingests running at once that write the same keys (runs of one benchmark share its tasks; a job retried
+  while it still runs shares everything) leave each key once, as if they had run one after another in the
+  order of their commits: the later commit deletes its copies (:meth:`_Writer._repair`);
 * each table gets at most one commit per ingest, carrying ``harvest.ingest_id``, the adapters, the
   sources and the tool version as commit metadata; a crash between commits leaves every table
   readable, and running the ingest again writes exactly the missing rows;
@@ -45,6 +48,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
+from deltalake import DeltaTable
 
 from trajectory_lake._hashing import stable_id
 from trajectory_lake._json import loads
@@ -699,7 +703,9 @@ class _Writer:
     once at the end.
 
     Keys already in the lake are loaded once per table on first use (for ``steps``: how many steps
-    each trajectory already has), so deduplication needs no lake query per batch.
+    each trajectory already has), so deduplication needs no lake query per batch, all at one version of
+    the table (:meth:`_existing`): the keys another ingest commits after it are found after this ingest's
+    commit, and its copies of them deleted (:meth:`_repair`).
 
     Of the rows this ingest reads for one key, the one of the highest bundle priority is written (on a
     tie, the one of the file first by path, then the first read in it), however the files are named and
@@ -728,6 +734,11 @@ class _Writer:
         self.pending: Pending = []
         self.quarantine_rows: list[dict[str, Any]] = []
         self.keys: dict[str, set[tuple[Any, ...]]] = {}
+        # Each table at the version its existing keys were read at (:meth:`_existing`).
+        self.read_at: dict[str, DeltaTable] = {}
+        # Trajectories whose row this ingest dropped as a concurrent duplicate but that its longer session
+        # replaced (:meth:`_repair`): their candidates replace the kept ones too.
+        self.regrown: set[str] = set()
         self.step_masks: dict[str, int] | None = None
         self.inferred_tasks: set[str] | None = None
         self.writers: dict[str, pa.RecordBatchStreamWriter] = {}
@@ -823,16 +834,23 @@ class _Writer:
         if self.commit_bytes is not None and self.staged_bytes >= self.commit_bytes:
             self._commit_staged(self._commit_metadata())
 
+    def _existing(self, table: str) -> pl.LazyFrame:
+        """``table`` as it was when this ingest first read it: every read of what the lake already holds
+        (keys, inferred tasks, steps) is of that one version, which :meth:`_repair` starts from."""
+        if table not in self.read_at:
+            self.read_at[table] = self.lake.delta_table(table)
+        return pl.scan_delta(self.read_at[table])
+
     def _key_set(self, table: str) -> set[tuple[Any, ...]]:
         if table not in self.keys:
-            present = self.lake.scan(table).select(list(KEYS[table])).collect()
+            present = self._existing(table).select(list(KEYS[table])).collect()
             self.keys[table] = set(present.iter_rows())
         return self.keys[table]
 
     def _inferred_tasks(self) -> set[str]:
         """Task ids whose lake row was only inferred from a trajectory (a dataset's row replaces it)."""
         if self.inferred_tasks is None:
-            rows = (self.lake.scan("tasks").filter(pl.col("benchmark").is_null() & pl.col("reference").is_null())
+            rows = (self._existing("tasks").filter(pl.col("benchmark").is_null() & pl.col("reference").is_null())
                     .select("task_id").collect())
             self.inferred_tasks = set(rows["task_id"].to_list())
         return self.inferred_tasks
@@ -842,7 +860,7 @@ class _Writer:
         # by this ingest — instead of one key per step: memory stays small at millions of steps, and a
         # session that grew since the last ingest gets exactly its new steps.
         if self.step_masks is None:
-            held = self.lake.scan("steps").group_by("trajectory_id").agg(pl.col("step_index")).collect()
+            held = self._existing("steps").group_by("trajectory_id").agg(pl.col("step_index")).collect()
             self.step_masks = {t: sum(1 << i for i in set(indices)) for t, indices in held.iter_rows()}
         bit = 1 << index
         mask = self.step_masks.get(trajectory, 0)
@@ -1120,10 +1138,68 @@ class _Writer:
                 rows = self._resolved(table, pa.ipc.open_stream(handle))
                 if spilled is None:
                     self.report.versions[table] = self.lake.append_stream(table, rows, metadata=metadata)
+                    self._repair(table, metadata)
                     return
                 spilled.write(rows)
         if spilled is not None:
             self.report.versions[table] = spilled.commit(metadata)
+            self._repair(table, metadata)
+
+    def _repair(self, table: str, metadata: dict[str, str]) -> None:
+        """Drop the rows of the commit just made (``report.versions[table]``) whose keys another writer
+        committed since this ingest read the table (:meth:`_existing`, version R).
+
+        Delta appends never conflict, so ingests that read the same keys as missing at once all append
+        them. Of two such commits the later one's window (R, ours) holds the earlier one, never the other
+        way round: the later ingest deletes its own copies (by ``ingest_id``: the other ingest's rows are
+        untouched), and the earliest copy of each key stays, as if the ingests had run one after another in
+        the order of their commits. The report counts the rows deleted as duplicates, not written. Where
+        the row deleted is the richer one, it replaces the kept one as a later ingest would have: a
+        dataset's task row replaces an inferred one (:func:`_upgrade_inferred_tasks`), a longer session's
+        trajectory (and then its candidates) a shorter one's (:func:`_replace_grown`).
+
+        With no other commit in the window (no concurrent writer) this reads nothing. A reader pinned to
+        the single version between the append and this delete can see both copies of a key; no later
+        version holds them (but for a crash between the two, which leaves them: an ingest run again finds
+        the keys present and changes nothing).
+        """
+        pinned, ours = self.read_at.get(table), self.report.versions.get(table)
+        if pinned is None or ours is None or ours <= pinned.version() + 1:
+            return
+        me = self.report.ingest_id
+        others = [v for v in range(pinned.version() + 1, ours)
+                  if self.lake.commit_info(table, v).get("harvest.ingest_id") != me]
+        if not others:  # only this ingest's own commits (an earlier part, an upgrade MERGE)
+            return
+        key = list(KEYS[table])
+        clashes = (pl.DataFrame(self.lake.added_keys(table, [ours]))
+                   .join(pl.DataFrame(self.lake.added_keys(table, others)), on=key, how="semi").unique())
+        if clashes.is_empty():
+            return
+        richer: list[dict[str, Any]] = []
+        if table == "tasks" or table in _GROWTH:  # our rows, to replace the kept ones where they are richer
+            richer = (self.lake.scan(table, version=ours).filter(pl.col("ingest_id") == me)
+                      .join(clashes.lazy(), on=key, how="semi").collect().to_dicts())
+        deleted, version = self.lake.delete_keys(table, clashes.to_arrow(), ingest_id=me, metadata=metadata)
+        counts = self.report.counts[table]
+        counts.written -= deleted
+        counts.duplicate += deleted
+        self.report.versions[table] = version
+        if table == "tasks":
+            replaced = _upgrade_inferred_tasks(self.lake, richer, me, self.now, metadata)
+        elif table in _GROWTH:
+            if table == "candidates":
+                richer = [row for row in richer if row["trajectory_id"] in self.regrown]
+            grown = _replace_grown(self.lake, table, richer, me, self.now, metadata) if richer else []
+            if table == "trajectories":
+                self.regrown.update(grown)
+            replaced = len(grown)
+        else:
+            return
+        counts.written += replaced
+        counts.duplicate -= replaced
+        if replaced:
+            self.report.versions[table] = self.lake.version(table)
 
     def commit(self) -> None:
         """Stage what is left, give every table its commit (its last one, with ``commit_bytes``), then log
@@ -1141,8 +1217,8 @@ class _Writer:
                 if upgraded:
                     report.versions["tasks"] = self.lake.version("tasks")
             if self.grown.get(table):
-                replaced = _replace_grown(self.lake, table, list(self.grown[table].values()), report.ingest_id,
-                                          self.now, metadata)
+                replaced = len(_replace_grown(self.lake, table, list(self.grown[table].values()),
+                                              report.ingest_id, self.now, metadata))
                 report.counts[table].written += replaced
                 report.counts[table].duplicate -= replaced
                 if replaced:
@@ -1255,9 +1331,10 @@ _GROWTH = {
 
 def _replace_grown(
     lake: Lake, table: str, rows: list[dict[str, Any]], ingest_id: str, now: datetime, metadata: dict[str, str]
-) -> int:
+) -> list[Any]:
     """Replace the lake's rows of sessions that grew (trajectories with more steps now; their candidates
-    where the content changed) in one MERGE commit. Returns the number of rows replaced."""
+    where the content changed) in one MERGE commit. Returns the keys (``KEYS[table][0]``) of the rows
+    replaced."""
     key, growth = KEYS[table][0], _GROWTH[table]
     current = dict(
         lake.scan(table).filter(pl.col(key).is_in([r[key] for r in rows])).select(key, growth.column)
@@ -1265,10 +1342,10 @@ def _replace_grown(
     )
     changed = [r for r in rows if r[key] in current and growth.beats(r[growth.column], current[r[key]])]
     if not changed:
-        return 0
+        return []
     source = conform(table, [{**r, "ingest_id": ingest_id, "ingested_at": now} for r in changed])
     lake.merge_update(table, source, key=key, only_if=growth.only_if, metadata=metadata)
-    return source.num_rows
+    return [r[key] for r in changed]
 
 
 def _ingest_row(report: IngestReport) -> pa.Table:

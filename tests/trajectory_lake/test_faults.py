@@ -5,7 +5,9 @@
 - four processes ingesting different sources into one lake at once lose nothing and duplicate nothing;
 - processes that start at once on a lake that does not exist yet (ingests, feedback writers) create
   each table once, and all of them write into that table; feedback writers that start at once on a
-  table from before its schema grew all upgrade it and write.
+  table from before its schema grew all upgrade it and write;
+- ingests at once whose sources share keys (tasks, or the same source twice) write each key once: the
+  rows of the same ingests run one after another.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -375,6 +377,148 @@ class TestUpgradeAtOnce:
         assert [c["operation"] for c in lake.history("rerank_events")].count("ADD COLUMN") == 1
         events = lake.read("rerank_events")
         assert events.columns == schema_of("rerank_events").names and events["event_id"].n_unique() == 6
+
+
+def _assert_ingests_reconcile(lake: Lake, reports: list[dict]) -> None:
+    """One ``ingests`` row per report, holding the report's counts, and every table's counts reconcile."""
+    rows = {row["ingest_id"]: json.loads(row["counts"]) for row in lake.read("ingests").iter_rows(named=True)}
+    assert rows == {r["ingest_id"]: r["counts"] for r in reports}
+    for counts in rows.values():
+        for table, c in counts.items():
+            assert c["read"] == c["written"] + c["duplicate"] + c["quarantined"], (table, c)
+
+
+def _assert_each_key_once(lake: Lake, reports: list[dict]) -> None:
+    """No key twice in a data table, and the rows the reports count as written are the rows there (tasks:
+    at least, as an inferred task row upgraded by a dataset's counts as written by both)."""
+    for table in DATA_TABLES:
+        frame = lake.read(table)
+        assert frame.select(KEYS[table]).n_unique() == frame.height, table
+        written = sum(r["counts"].get(table, {}).get("written", 0) for r in reports)
+        assert written >= frame.height if table == "tasks" else written == frame.height, (table, written)
+
+
+class TestSharedKeysAtOnce:
+    """Ingests at once whose sources share keys: runs of one benchmark (their tasks), the same source again
+    (a retried job while the first still runs). Each reads the shared keys as missing and appends them, and
+    Delta appends never conflict: the ingest that committed later deletes its copies."""
+
+    def test_four_ingests_of_sources_sharing_tasks_write_what_one_after_another_do(
+            self, new_lake, shared_data, tmp_path):
+        # SWE-bench Lite's task rows; trajectories whose tasks (inferred from them) are some of those
+        sources = [shared_data / "swebench-lite" / "tasks.jsonl", shared_data / "formats" / "mini-swe-agent",
+                   shared_data / "formats" / "moatless", shared_data / "formats" / "swe-agent-traj"]
+        lake = new_lake()
+        reports = [json.loads(out) for out in _run_at_once(_INGEST, lake, [str(s) for s in sources],
+                                                           tmp_path / "signals")]
+        reference = new_lake()
+        for source in sources:
+            ingest([source], reference)
+        for table in DATA_TABLES:
+            assert comparable_rows(lake, table).equals(comparable_rows(reference, table)), table
+        _assert_each_key_once(lake, reports)
+        _assert_ingests_reconcile(lake, reports)
+
+    def test_one_source_ingested_twice_at_once_is_written_once(self, new_lake, shared_data, tmp_path):
+        source = shared_data / "formats" / "mini-swe-agent"
+        lake = new_lake()
+        outputs = _run_at_once(_INGEST, lake, [str(source)] * 2, tmp_path / "signals")
+        reports = [json.loads(out) for out in outputs]
+        reference = new_lake()
+        ingest([source], reference)
+        for table in DATA_TABLES:
+            assert comparable_rows(lake, table).equals(comparable_rows(reference, table)), table
+        _assert_each_key_once(lake, reports)
+        _assert_ingests_reconcile(lake, reports)
+
+
+def _meanwhile(monkeypatch, run: Callable[[], object]) -> None:
+    """Make the next ingest ``run`` (another ingest into its lake) once it has read the keys the lake holds
+    and before its first commit: what an ingest at once that commits first does, deterministically."""
+    from trajectory_lake.ingest import _Writer
+
+    original, armed = _Writer._append_staged, [True]
+
+    def append_staged(self, table, metadata):
+        if armed:
+            armed.clear()
+            run()
+        return original(self, table, metadata)
+
+    monkeypatch.setattr(_Writer, "_append_staged", append_staged)
+
+
+class TestKeysCommittedMeanwhile:
+    """An ingest handed a lake where another ingest committed rows of its keys after it read the lake's keys:
+    it deletes its own copies, as if it had run after the other."""
+
+    def test_the_same_source_committed_meanwhile_leaves_nothing_to_write(self, shared_data, tmp_path,
+                                                                         monkeypatch):
+        source = shared_data / "formats" / "mini-swe-agent"
+        lake = Lake(tmp_path / "lake")
+        first = []
+        _meanwhile(monkeypatch, lambda: first.append(ingest([source], lake)))
+        second = ingest([source], lake)
+        once = Lake(tmp_path / "once")
+        ingest([source], once)
+        for table in DATA_TABLES:
+            assert comparable_rows(lake, table).equals(comparable_rows(once, table)), table
+            counts = second.counts[table]
+            assert (counts.written, counts.duplicate) == (0, counts.read - counts.quarantined), table
+        reports = [r.to_dict() for r in (*first, second)]
+        _assert_each_key_once(lake, reports)
+        _assert_ingests_reconcile(lake, reports)
+        assert second.versions["steps"] == lake.version("steps")  # the delete's version, reported
+
+    @pytest.mark.parametrize("meanwhile", ["dataset", "trajectories"])
+    def test_a_datasets_task_row_wins_over_an_inferred_one_whichever_commits_first(
+            self, shared_data, tmp_path, monkeypatch, meanwhile):
+        # mini-swe-agent's trajectories infer two of SWE-bench Lite's tasks (no benchmark, no reference)
+        dataset = shared_data / "swebench-lite" / "tasks.jsonl"
+        trajectories = shared_data / "formats" / "mini-swe-agent"
+        first, later = (dataset, trajectories) if meanwhile == "dataset" else (trajectories, dataset)
+        lake = Lake(tmp_path / "lake")
+        reports = []
+        _meanwhile(monkeypatch, lambda: reports.append(ingest([first], lake)))
+        reports.append(ingest([later], lake))
+        reference = Lake(tmp_path / "reference")
+        for source in (trajectories, dataset):
+            ingest([source], reference)
+        for table in DATA_TABLES:
+            assert comparable_rows(lake, table).equals(comparable_rows(reference, table)), table
+        reports = [r.to_dict() for r in reports]
+        _assert_each_key_once(lake, reports)
+        _assert_ingests_reconcile(lake, reports)
+
+    @pytest.mark.parametrize("meanwhile", ["shorter", "longer"])
+    def test_a_grown_session_wins_over_its_shorter_self_whichever_commits_first(
+            self, shared_data, tmp_path, monkeypatch, meanwhile):
+        path = sorted((shared_data / "formats" / "codex-rollout").glob("rollout-*.jsonl"))[0]
+        lines = path.read_bytes().splitlines(keepends=True)
+        short, full = b"".join(lines[:66]), b"".join(lines)
+        (tmp_path / "in").mkdir()
+        growing = tmp_path / "in" / path.name  # one path: source_uri is part of the rows
+        lake = Lake(tmp_path / "lake")
+        reports = []
+
+        def other() -> None:  # the other length, ingested while this ingest holds what it read
+            kept = growing.read_bytes()
+            growing.write_bytes(short if meanwhile == "shorter" else full)
+            reports.append(ingest([growing], lake))
+            growing.write_bytes(kept)
+
+        growing.write_bytes(full if meanwhile == "shorter" else short)
+        _meanwhile(monkeypatch, other)
+        reports.append(ingest([growing], lake))
+        growing.write_bytes(full)
+        once = Lake(tmp_path / "once")
+        ingest([growing], once)
+        for table in DATA_TABLES:
+            assert comparable_rows(lake, table).equals(comparable_rows(once, table)), table
+        reports = [r.to_dict() for r in reports]
+        for table in DATA_TABLES:
+            assert lake.read(table).select(KEYS[table]).n_unique() == lake.read(table).height, table
+        _assert_ingests_reconcile(lake, reports)
 
 
 class TestMaintenance:
