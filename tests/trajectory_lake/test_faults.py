@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -452,13 +453,19 @@ class TestKeysCommittedMeanwhile:
     """An ingest handed a lake where another ingest committed rows of its keys after it read the lake's keys:
     it deletes its own copies, as if it had run after the other."""
 
+    @pytest.mark.parametrize("how", ["one commit", "commits as it goes", "written in parts"])
     def test_the_same_source_committed_meanwhile_leaves_nothing_to_write(self, shared_data, tmp_path,
-                                                                         monkeypatch):
+                                                                         monkeypatch, how):
+        ingest_module = importlib.import_module("trajectory_lake.ingest")
+
         source = shared_data / "formats" / "mini-swe-agent"
         lake = Lake(tmp_path / "lake")
         first = []
         _meanwhile(monkeypatch, lambda: first.append(ingest([source], lake)))
-        second = ingest([source], lake)
+        if how == "written in parts":  # StagedAppend parts, one commit of them
+            monkeypatch.setattr(ingest_module, "WRITE_CHUNK_BYTES", 1)
+        options = {"flush_bytes": 1, "commit_bytes": 1} if how == "commits as it goes" else {}
+        second = ingest([source], lake, **options)
         once = Lake(tmp_path / "once")
         ingest([source], once)
         for table in DATA_TABLES:
