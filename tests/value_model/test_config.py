@@ -235,6 +235,18 @@ class TestDeviceMissingFailsBeforeTheData:
         assert "Traceback" not in result.output
 
 
+    def test_harvest_train_on_a_lake_that_does_not_exist_is_one_error_line(self, tmp_path):
+        # a traceback before (TableNotFoundError resolving the slice), where the lake commands print one line
+        from click.testing import CliRunner
+
+        from trajectory_lake.cli import main
+
+        result = CliRunner().invoke(main, ["train", "--lake", str(tmp_path / "no-lake"), "--device", "cpu"])
+        assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
+        errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+        assert len(errors) == 1 and "lake table 'runs' not found" in errors[0], result.output
+        assert "Traceback" not in result.output
+
 def _raise_read_too_soon(*args, **kwargs):
     raise _ReadTooSoon
 

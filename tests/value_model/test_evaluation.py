@@ -372,6 +372,18 @@ class TestModelAndTracking:
         calibration = {"scale": 1.0, "bias": 0.0}
         return model.save(tmp_path / "model", tokenizer, max_length=32, calibration=calibration)
 
+    def test_a_lake_that_does_not_exist_is_one_error_line(self, tmp_path, tiny_model_dir):
+        # a traceback before (TableNotFoundError resolving the slice), where the lake commands print one line
+        spec = tmp_path / "slice.toml"
+        spec.write_text('[slice]\nname = "s"\n')
+        args = ["evaluate", "--model", str(tiny_model_dir), "--lake", str(tmp_path / "no-lake"), "--slice",
+                str(spec), "--no-log", "--device", "cpu"]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
+        errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+        assert len(errors) == 1 and "lake table 'runs' not found" in errors[0], result.output
+        assert "Traceback" not in result.output
+
     def test_a_model_scores_a_candidates_file_one_prompt_per_task(self, tmp_path, tiny_model_dir):
         path = _write_candidates(tmp_path / "c.jsonl", with_score=False)
         lines = [json.loads(line) for line in path.read_text().split("\n") if line]
