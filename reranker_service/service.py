@@ -285,7 +285,8 @@ class RerankService:
                 return
             except Exception as exc:
                 logger.exception("building the neighbour index failed")
-                self._index.error = type(exc).__name__
+                # The reason on one line (delta-rs and object-store messages span several), for /v1/models.
+                self._index.error = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:500]
                 return
             state.remember(index)
             if index.revision == self.backend.info.cache_revision:
@@ -306,12 +307,15 @@ class RerankService:
 
         Raises:
             FeatureDisabledError: neighbours are not configured.
+            RuntimeError: the build failed (its reason, as ``/v1/models`` gives it).
             TimeoutError: not built within ``timeout`` seconds.
         """
         if not self.settings.neighbors:
             raise FeatureDisabledError("neighbours are off: set neighbors (HARVEST_NEIGHBORS) and lake")
         deadline = time.monotonic() + timeout
         while self.index is None:
+            if self._index.error:
+                raise RuntimeError(f"the neighbour index could not be built: {self._index.error}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the neighbour index was not built within {timeout:.0f}s")
             await asyncio.sleep(0.05)

@@ -257,6 +257,22 @@ class TestIndexBuildAndServing:
         assert len(backend.threads) == 3  # two prompts of history, one request
         assert all(name.startswith("harvest-model") for name in backend.threads), backend.threads
 
+    def test_a_failed_build_says_why_in_models_and_to_whoever_waits_for_it(self, tmp_path):
+        # /v1/models said only "TableNotFoundError" (no path, no reason), and wait_for_index waited out
+        # its whole timeout on a build that had already failed.
+        missing = tmp_path / "no-lake"
+
+        async def run() -> tuple[dict, float]:
+            async with RerankService(Settings(lake=str(missing), neighbors=True), DummyBackend()) as service:
+                started = time.monotonic()
+                with pytest.raises(RuntimeError, match=r"could not be built: TableNotFoundError: .*not found"):
+                    await service.wait_for_index(WAIT_S)
+                return service.index_status(), time.monotonic() - started
+
+        status, waited = asyncio.run(run())
+        assert status["status"] == "failed" and str(missing) in status["error"], status
+        assert "\n" not in status["error"] and waited < WAIT_S / 2
+
     def test_a_reload_stops_the_replaced_models_index_build(self, lake, slow_backend):
         # The old model's build would otherwise embed the whole lake with a model nobody serves.
         async def run() -> str:
