@@ -50,6 +50,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import signal
 import socket
@@ -337,6 +338,9 @@ def pct(values: Sequence[float], q: float) -> float:
 
 
 def ms(seconds: float) -> str:
+    """A duration for the table: ms under 10 s, s above; ``-`` when there was nothing to time (nan)."""
+    if math.isnan(seconds):
+        return "-"
     return f"{seconds * 1000:,.1f} ms" if seconds < 10 else f"{seconds:,.1f} s"
 
 
