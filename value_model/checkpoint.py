@@ -226,7 +226,7 @@ def _prune_abandoned(directory: Path, keep: int, resumed: Path) -> list[Path]:
     folders = sorted((p for p in directory.iterdir() if p.name.startswith(_ABANDONED_PREFIX) and p.is_dir()),
                      key=_abandoned_order)
     source = resumed.resolve()
-    removed = [p for p in folders[:len(folders) - keep] if p.resolve() not in source.parents]
+    removed = [p for p in folders[:max(len(folders) - keep, 0)] if p.resolve() not in source.parents]
     doomed = [_discard(p) for p in removed]
     if doomed:
         _sync_directory(directory)

@@ -397,6 +397,19 @@ class TestAbandonedContinuations:
         assert first.name > second.name  # from-step-00000004 sorts after from-step-00000002 ...
         assert _names(tmp_path.glob("abandoned-from-*")) == _names([second, third])  # ... but is older
 
+    def test_a_bound_above_the_folders_there_removes_none_4(self, tmp_path):
+        # folders[:len(folders) - keep] with keep above the count sliced from the end: 3 folders under
+        # keep_abandoned=5 lost the oldest one
+        for step in (2, 4, 6, 8):
+            _save(tmp_path, step, keep=4)
+        asides = []
+        for step in (6, 4, 2):  # each resume sets aside the checkpoints after ``step``
+            asides.append(set_aside_newer(tmp_path, tmp_path / f"step-{step:08d}", keep_abandoned=5))
+        assert _names(tmp_path.glob("abandoned-from-*")) == _names(asides)
+        asides.append(set_aside_newer(tmp_path, tmp_path / "step-00000002", keep_abandoned=5))
+        assert asides[-1] is None  # nothing newer than step 2 is live now
+        assert _names(tmp_path.glob("abandoned-from-*")) == _names(asides[:3])
+
     def test_keep_abandoned_0_removes_the_newer_checkpoints_and_nothing_older_4(self, tmp_path):
         for step in (2, 4, 6, 8):
             _save(tmp_path, step, keep=4)
