@@ -255,13 +255,13 @@ class RerankService:
             state.building.cancel()  # its result would be for a replaced model
         state.stop.set()  # and its thread stops before its next batch, letting the replaced model go
         stop = state.stop = threading.Event()
+        state.error = None  # now, not when the task first runs: wait_for_index would read the old failure
         engine = self.engine
 
         def forward(items: Sequence[Item]) -> Forwarded:
             return engine.run_in_model_thread(backend.forward, items, embed=True)
 
         async def build() -> None:
-            state.error = None
             known = state.built.get(backend.info.cache_revision)
             if known is not None:
                 state.index = known

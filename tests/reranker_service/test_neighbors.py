@@ -274,6 +274,23 @@ class TestIndexBuildAndServing:
         assert status["status"] == "failed" and str(missing) in status["error"], status
         assert "\n" not in status["error"] and waited < WAIT_S / 2
 
+    def test_a_reload_after_a_failed_build_waits_for_the_new_build_not_the_old_error(self, tmp_path):
+        # The failed build's error stayed set until the new build's task first ran: wait_for_index, called
+        # right after the reload, raised the replaced model's failure instead of waiting for the new index.
+        missing = tmp_path / "lake"
+
+        async def run() -> str:
+            loader = lambda ref: DummyBackend("new", version="2")  # noqa: E731
+            async with RerankService(Settings(lake=str(missing), neighbors=True), DummyBackend(),
+                                     loader=loader) as service:
+                with pytest.raises(RuntimeError, match="could not be built"):
+                    await service.wait_for_index(WAIT_S)
+                fill(Lake(missing))  # the lake is there now
+                await service.reload()
+                return (await service.wait_for_index(WAIT_S)).revision
+
+        assert asyncio.run(run()) == "dummy:new:2"
+
     def test_a_reload_stops_the_replaced_models_index_build(self, lake, slow_backend):
         # The old model's build would otherwise embed the whole lake with a model nobody serves.
         async def run() -> str:
