@@ -6,6 +6,7 @@ Catch the specific class; each docstring says when it is raised.
 from __future__ import annotations
 
 __all__ = [
+    "CommitConflictError",
     "FormatDetectionError",
     "LakeError",
     "MalformedRecordError",
@@ -16,6 +17,11 @@ __all__ = [
 
 class LakeError(Exception):
     """Base class of every error the lake raises on purpose."""
+
+
+class CommitConflictError(LakeError):
+    """A commit made against a given version of a table found that another writer committed after that
+    version; nothing was committed."""
 
 
 class TableNotFoundError(LakeError):

@@ -36,7 +36,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from deltalake.fs import DeltaStorageHandler
 from deltalake.transaction import AddAction
 
-from trajectory_lake.exceptions import LakeError, SchemaMismatchError, TableNotFoundError
+from trajectory_lake.exceptions import CommitConflictError, LakeError, SchemaMismatchError, TableNotFoundError
 from trajectory_lake.schema import KEYS, PARTITIONS, TABLE_NAMES, schema_of
 
 __all__ = ["Lake", "StagedAppend"]
@@ -225,22 +225,29 @@ class Lake:
             version += 1
         raise LakeError(f"no commit of {table!r} after version {after} adds {path}")
 
-    def added_keys(self, table: str, versions: Iterable[int]) -> pa.Table:
-        """The key columns (``KEYS[table]``) of every row of the files the commits ``versions`` added (their
-        log entries' add actions), read from those files alone, not from a snapshot.
+    def added_keys(self, table: str, versions: Iterable[int], *, columns: Sequence[str] = ()) -> pa.Table:
+        """The key columns (``KEYS[table]``), then ``columns``, of every row of the files the commits
+        ``versions`` added (their log entries' add actions), read from those files alone, not from a
+        snapshot.
 
-        A file a later commit removed is still read (a compaction, or a delete that rewrote it): what a
+        A file a later commit removed is still read (a compaction, or a MERGE that rewrote it): what a
         commit added is what it added.
         """
-        columns = list(KEYS[table])
+        columns = [*KEYS[table], *(c for c in columns if c not in KEYS[table])]
+        schema = pa.schema([schema_of(table).field(name) for name in columns])
+        partitions = [c for c in columns if c in PARTITIONS.get(table, ())]  # in the log, not the files
         store = DeltaStorageHandler(self.table_uri(table), self.storage_options)
         parts = []
         for version in versions:
             for action in self._log_entry(table, version):
                 if "add" in action:
-                    with store.open_input_file(unquote(action["add"]["path"])) as handle:
-                        parts.append(pq.read_table(handle, columns=columns))
-        schema = pa.schema([schema_of(table).field(name) for name in columns])
+                    add = action["add"]
+                    with store.open_input_file(unquote(add["path"])) as handle:
+                        part = pq.read_table(handle, columns=[c for c in columns if c not in partitions])
+                    for name in partitions:
+                        value = pa.scalar((add.get("partitionValues") or {}).get(name), pa.string())
+                        part = part.append_column(name, pa.repeat(value, part.num_rows))
+                    parts.append(part.select(columns))
         return pa.concat_tables([part.cast(schema) for part in parts]) if parts else schema.empty_table()
 
     def _latest_note(self, table: str) -> str:
@@ -330,6 +337,7 @@ class Lake:
         *,
         metadata: Mapping[str, str] | None = None,
         chunk_bytes: int | None = None,
+        read_version: int | None = None,
     ) -> int:
         """Append a stream of record batches (already conforming to the schema) in one atomic commit,
         without holding them in memory.
@@ -342,32 +350,39 @@ class Lake:
         commit: memory is bounded by the chunk, and readers see the whole stream at once or not at all.
         A crash before that commit leaves only unreferenced files, which ``vacuum`` deletes.
 
+        With ``read_version``, the commit is made against that version of the table and only if no other
+        commit followed it (delta-rs' own check, no retry): it is then ``read_version + 1``. Otherwise
+        ``CommitConflictError`` is raised and nothing is committed; the files already written stay
+        unreferenced (``vacuum`` deletes them), and the stream is spent.
+
         Returns:
             The table version this commit created.
 
         Raises:
             SchemaMismatchError: the stream's schema is not the table's.
             ValueError: ``chunk_bytes`` is not positive.
+            CommitConflictError: another commit followed ``read_version``.
         """
         if not reader.schema.equals(schema_of(table)):
             raise SchemaMismatchError(f"stream does not fit table {table!r}: {reader.schema} != {schema_of(table)}")
-        commit = CommitProperties(custom_metadata=dict(metadata or {}), max_commit_retries=_MAX_COMMIT_RETRIES)
         if chunk_bytes is not None:
             if chunk_bytes < 1:
                 raise ValueError(f"chunk_bytes must be >= 1, got {chunk_bytes}")
-            return self._append_in_chunks(table, reader, commit, chunk_bytes)
-        dt = self.delta_table(table)
-        write_deltalake(dt, reader, mode="append", target_file_size=_APPEND_FILE_BYTES,
-                        writer_properties=_WRITER_PROPERTIES, commit_properties=commit)
+            staged = self.staged_append(table)
+            for chunk in _chunks(reader, chunk_bytes):
+                staged.write(chunk)
+            version = staged.commit(metadata, read_version=read_version)
+            return self.version(table) if version is None else version
+        dt = self.delta_table(table, version=read_version)
+        try:
+            write_deltalake(dt, reader, mode="append", target_file_size=_APPEND_FILE_BYTES,
+                            writer_properties=_WRITER_PROPERTIES,
+                            commit_properties=_commit_properties(metadata, read_version))
+        except CommitFailedError as exc:
+            if read_version is None:
+                raise
+            raise CommitConflictError(f"{table!r} has commits after version {read_version}") from exc
         return dt.version()  # this commit's: the table's latest may already be another writer's
-
-    def _append_in_chunks(self, table: str, reader: pa.RecordBatchReader, commit: CommitProperties,
-                          chunk_bytes: int) -> int:
-        """:meth:`append_stream` with ``chunk_bytes``: staged chunk writes, then one commit of their files."""
-        staged = self.staged_append(table)
-        for chunk in _chunks(reader, chunk_bytes):
-            staged.write(chunk)
-        return staged.commit(commit)
 
     def staged_append(self, table: str) -> StagedAppend:
         """An append to ``table`` written in several parts now and committed at once later (see
@@ -378,8 +393,8 @@ class Lake:
     def merge_update(self, table: str, rows: pa.Table, *, key: str, only_if: str, metadata: Mapping[str, str]) -> int:
         """Update the rows of ``table`` whose ``key`` matches ``rows`` and that satisfy ``only_if`` (a SQL
         predicate over target ``t`` and source ``s``), in one commit. Used only on small tables: delta-rs
-        rewrites every file a MERGE touches. A commit that conflicts with a concurrent one (a concurrent
-        ingest deleting its duplicates from a file this MERGE read) is run again on the new version.
+        rewrites every file a MERGE touches. A commit that conflicts with a concurrent one (another
+        ingest's MERGE rewriting a file this MERGE read) is run again on the new version.
 
         Returns:
             The table version the commit created.
@@ -535,21 +550,37 @@ class StagedAppend:
             .execute()
         )
 
-    def commit(self, properties: CommitProperties | Mapping[str, str] | None = None) -> int:
-        """Add every part written to the table in one commit (none when nothing was written).
+    def matching(self, keys: pa.Table) -> pl.DataFrame:
+        """The rows written so far (less those discarded) whose key columns (those of ``keys``) match a row
+        of ``keys``."""
+        schema = schema_of(self._table)
+        if not self._written or keys.num_rows == 0:
+            return pl.DataFrame(schema.empty_table())
+        written = pl.scan_delta(DeltaTable(self._uri, storage_options=self._lake.storage_options))
+        return written.join(pl.DataFrame(keys).lazy(), on=keys.column_names, how="semi").collect()
+
+    def commit(self, properties: Mapping[str, str] | None = None, *,
+               read_version: int | None = None) -> int | None:
+        """Add every part written to the table in one commit (none when nothing was written, or every row
+        was discarded).
 
         Args:
-            properties: the commit's properties, or its custom metadata.
+            properties: the commit's custom metadata.
+            read_version: commit against this version of the table, and only if no other commit followed
+                it (delta-rs' own check, no retry): the commit is then ``read_version + 1``. Else
+                ``CommitConflictError`` is raised, nothing is committed and the parts stay staged: rows
+                can be discarded and the commit tried again against a later version.
 
         Returns:
-            The version this commit created (the latest version when nothing was written).
+            The version this commit created; ``None`` when nothing was committed.
+
+        Raises:
+            CommitConflictError: another commit followed ``read_version``.
+            LakeError: staged parts are gone (a vacuum with a short retention deleted them).
         """
         lake = self._lake
         if not self._written:
-            return lake.version(self._table)
-        if not isinstance(properties, CommitProperties):
-            properties = CommitProperties(custom_metadata=dict(properties or {}),
-                                          max_commit_retries=_MAX_COMMIT_RETRIES)
+            return None
         files = pa.table(DeltaTable(self._uri, storage_options=lake.storage_options).get_add_actions(flatten=False))
         # The log holds paths URL-encoded (the file `benchmark=a%20b/x` is `benchmark=a%2520b/x` there), and so
         # does get_add_actions; AddAction takes the file's own path and encodes it again.
@@ -563,18 +594,34 @@ class StagedAppend:
             raise LakeError(f"cannot commit the append to {self._table!r}: {len(gone)} of its staged files "
                             f"are gone (deleted by vacuum with a retention shorter than this ingest?), e.g. "
                             f"{gone[0]}; nothing was committed: ingest again")
-        dt = lake.delta_table(self._table)
+        if not actions:  # every row discarded: nothing to commit
+            self._drop_staging_log()
+            return None
+        dt = lake.delta_table(self._table, version=read_version)
         read = dt.version()
-        dt.create_write_transaction(
-            actions, mode="append", schema=schema_of(self._table), partition_by=self._partitions,
-            commit_properties=properties,
-        )
-        # The staging table's log is not the table's: its files now belong to the table's log.
-        DeltaStorageHandler(lake.table_uri(self._table), lake.storage_options).delete_dir(f"{self._folder}/_delta_log")
-        self.__init__(lake, self._table)  # type: ignore[misc]  # later parts go to a new staging folder
+        try:
+            dt.create_write_transaction(
+                actions, mode="append", schema=schema_of(self._table), partition_by=self._partitions,
+                commit_properties=_commit_properties(properties, read_version),
+            )
+        except CommitFailedError as exc:
+            if read_version is None:
+                raise
+            raise CommitConflictError(f"{self._table!r} has commits after version {read_version}") from exc
+        self._drop_staging_log()
+        if read_version is not None:
+            return read + 1
         # delta-rs does not say which version the commit got (retried past other writers' commits, it may
         # not be read + 1, nor the latest): the one whose log entry adds our first file.
         return lake._version_adding(self._table, paths[0], after=read)
+
+    def _drop_staging_log(self) -> None:
+        """Delete the staging table's log (its files now belong to the table's, or are all discarded) and
+        start a new staging folder for later parts."""
+        lake = self._lake
+        store = DeltaStorageHandler(lake.table_uri(self._table), lake.storage_options)
+        store.delete_dir(f"{self._folder}/_delta_log")
+        self.__init__(lake, self._table)  # type: ignore[misc]  # later parts go to a new staging folder
 
 
 class _Maintenance:
@@ -671,6 +718,13 @@ def _rerun_on_conflict(run: Callable[[], _T]) -> _T:
             if attempt >= _MAX_COMMIT_RETRIES:
                 raise
             time.sleep(random.uniform(0, 0.01 * attempt))  # spread the losers' re-runs
+
+
+def _commit_properties(metadata: Mapping[str, str] | None, read_version: int | None) -> CommitProperties:
+    """An append's commit properties: no retry when it must land right after ``read_version``, else
+    enough retries for many concurrent appenders."""
+    retries = _MAX_COMMIT_RETRIES if read_version is None else 0
+    return CommitProperties(custom_metadata=dict(metadata or {}), max_commit_retries=retries)
 
 
 def _maintenance_metadata(operation: str) -> dict[str, str]:

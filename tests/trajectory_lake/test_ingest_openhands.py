@@ -1128,6 +1128,16 @@ class TestOpenDevinEvalOutput:
         else:
             assert outcomes == []
 
+    def test_the_report_written_back_into_the_line_outranks_the_sandbox_count(self, eval_lines, tmp_path):
+        # update_output_with_eval.py's top-level report is the SWE-bench harness's verdict (a report of the
+        # run); the in-sandbox count labels the patch only when no such report does
+        record = self._line(eval_lines["ponylang__ponyc-4595"], with_test_result=True)
+        record["report"] = {"empty_generation": False, "resolved": False, "failed_apply_patch": False,
+                            "error_eval": False, "test_timeout": False}
+        lake = Lake(tmp_path / "lake")
+        ingest([write_jsonl(tmp_path / "output.jsonl", [record])], lake)
+        assert lake.read("outcomes").select("name", "value").rows() == [("resolved", 0.0)]
+
     def test_the_old_metadata_json_beside_the_lines_names_the_model(self, eval_lines, tmp_path):
         record = self._line(eval_lines["ponylang__ponyc-4595"], with_test_result=True)
         run_dir = tmp_path / "run"

@@ -27,6 +27,7 @@ from trajectory_lake import (
     ingest,
     schema_of,
 )
+from trajectory_lake.exceptions import CommitConflictError
 
 FIRST = "swebench-lite/candidates/mini-swe-agent-2.2.7_deepseek-chat.jsonl"
 SECOND = "swebench-lite/candidates/20240609_moatless_gpt4o.jsonl"
@@ -229,6 +230,38 @@ class TestAppend:
         assert [lake.commit_info("rerank_events", v).get("harvest.note") for v in versions] == [
             "append", "stream", "chunks"]
         assert versions[-1] < lake.version("rerank_events")
+
+    @pytest.mark.parametrize("how", ["append", "staged"])
+    def test_an_append_against_a_version_another_commit_followed_is_refused_and_commits_nothing(
+            self, tmp_path, how):
+        # An ingest commits against the version it read its keys at; delta-rs must refuse it (no retry past
+        # the other commit), and a commit against the new latest version must then land right after it.
+        lake = Lake(tmp_path / "lake").create()
+        read = lake.version("rerank_events")
+        lake.append("rerank_events", _event("theirs"))
+        staged = lake.staged_append("rerank_events")
+        staged.write(_event("ours"))
+        staged.write(_event("theirs"))
+        with pytest.raises(CommitConflictError, match="after version 0"):
+            if how == "append":
+                lake.append_stream("rerank_events", _event("ours").to_reader(), read_version=read)
+            else:
+                staged.commit({"harvest.note": "ours"}, read_version=read)
+        assert lake.version("rerank_events") == 1
+        assert lake.read("rerank_events")["request_id"].to_list() == ["theirs"]
+        # The staged parts outlive a refused commit: drop the clashing row, commit against the new version.
+        theirs = pa.table({"request_id": ["theirs"]})
+        assert staged.matching(theirs)["request_id"].to_list() == ["theirs"]
+        staged.discard(theirs)
+        assert staged.matching(theirs).is_empty()
+        assert staged.commit({"harvest.note": "ours"}, read_version=1) == 2
+        assert sorted(lake.read("rerank_events")["request_id"].to_list()) == ["ours", "theirs"]
+        assert lake.commit_info("rerank_events", 2).get("harvest.note") == "ours"
+        # Everything discarded: no commit.
+        empty = lake.staged_append("rerank_events")
+        empty.write(_event("theirs"))
+        empty.discard(theirs)
+        assert empty.commit(read_version=2) is None and lake.version("rerank_events") == 2
 
     def test_an_unknown_table_is_rejected_with_the_known_names(self, tmp_path):
         with pytest.raises(ValueError, match="unknown lake table 'rollouts'; expected one of runs, tasks"):

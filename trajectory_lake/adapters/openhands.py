@@ -1511,12 +1511,12 @@ class OpenHandsEvalOutput(_LineAdapter):
             evaluated = family in _HARNESS_LABELLED and not _CRITIC_ATTEMPT.match(source.path.name)
             labels = dict(group.label(instance_id)) if evaluated else {}
             labels.update(_outcomes_of_test_result(test_result))
-            if opendevin and "resolved" not in labels:
-                labels.update(_opendevin_verdict(test_result))
             # The copy written back into the line comes last: the run's own reports are the verdicts.
             verdict = _eval_report_verdict(record.get("report"))
             if "resolved" not in labels and verdict is not None:
                 labels["resolved"] = verdict
+            if opendevin and "resolved" not in labels:  # the sandbox's count, when no report of the run says
+                labels.update(_opendevin_verdict(test_result))
             for name, value in labels.items():
                 bundle.add(
                     "outcomes",
