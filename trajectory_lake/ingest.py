@@ -14,7 +14,9 @@ Contract:
   input is split into flushes, parts and readers (:class:`_Writer`);
 * ingests running at once that write the same keys (runs of one benchmark share its tasks; a job retried
   while it still runs shares everything) leave each key once, as if they had run one after another in the
-  order of their commits: the later commit deletes its copies (:meth:`_Writer._repair`);
+  order of their commits, and no version of a table ever holds a key twice: each table's commit is made
+  against the version its keys were read at and refused if another commit followed; the ingest then
+  drops its rows of the keys those commits added and commits again (:meth:`_Writer._commit_pinned`);
 * each table gets at most one commit per ingest, carrying ``harvest.ingest_id``, the adapters, the
   sources and the tool version as commit metadata; a crash between commits leaves every table
   readable, and running the ingest again writes exactly the missing rows;
@@ -34,7 +36,9 @@ import json
 import logging
 import multiprocessing
 import os
+import random
 import tempfile
+import time
 import uuid
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -55,7 +59,7 @@ from trajectory_lake._json import loads
 from trajectory_lake._late_labels import StagedRows, attach, unmatched_labels, waiting_labels
 from trajectory_lake._secrets import redact_raw, without_secrets
 from trajectory_lake.adapters import ADAPTERS, Adapter, RunGroup, SourceFile, detect, run_dir_of
-from trajectory_lake.exceptions import SchemaMismatchError
+from trajectory_lake.exceptions import CommitConflictError, SchemaMismatchError
 from trajectory_lake.lake import Lake, StagedAppend, conform
 from trajectory_lake.records import Bundle, Quarantined, Skipped, json_or_none
 from trajectory_lake.schema import KEYS, schema_of
@@ -90,6 +94,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Tables written per ingest, in this order (parents before children only for readability: ids make
 # any order safe to re-run).
 _WRITE_ORDER = ("tasks", "runs", "trajectories", "steps", "candidates", "outcomes", "quarantine")
+# How many times one table's commit is tried against a newer version after other ingests committed first.
+_COMMIT_ATTEMPTS = 100
 
 
 def _sources_json(sources: list[str], limit: int = 4096) -> str:
@@ -704,8 +710,9 @@ class _Writer:
 
     Keys already in the lake are loaded once per table on first use (for ``steps``: how many steps
     each trajectory already has), so deduplication needs no lake query per batch, all at one version of
-    the table (:meth:`_existing`): the keys another ingest commits after it are found after this ingest's
-    commit, and its copies of them deleted (:meth:`_repair`).
+    the table (:meth:`_existing`), against which its commit is made: the keys another ingest committed
+    since are found when that commit is refused, and this ingest's rows of them dropped before it
+    commits again (:meth:`_commit_pinned`).
 
     Of the rows this ingest reads for one key, the one of the highest bundle priority is written (on a
     tie, the one of the file first by path, then the first read in it), however the files are named and
@@ -734,10 +741,12 @@ class _Writer:
         self.pending: Pending = []
         self.quarantine_rows: list[dict[str, Any]] = []
         self.keys: dict[str, set[tuple[Any, ...]]] = {}
-        # Each table at the version its existing keys were read at (:meth:`_existing`).
-        self.read_at: dict[str, DeltaTable] = {}
+        # The version of each table whose keys this ingest holds (:meth:`_existing`; moved on by its own
+        # commits and by the others' it took in, :meth:`_settle`): its next commit is made against it.
+        self.read_at: dict[str, int] = {}
+        self.pinned: dict[str, DeltaTable] = {}
         # Trajectories whose row this ingest dropped as a concurrent duplicate but that its longer session
-        # replaced (:meth:`_repair`): their candidates replace the kept ones too.
+        # replaced (:meth:`_settle`): their candidates replace the kept ones too.
         self.regrown: set[str] = set()
         self.step_masks: dict[str, int] | None = None
         self.inferred_tasks: set[str] | None = None
@@ -835,11 +844,16 @@ class _Writer:
             self._commit_staged(self._commit_metadata())
 
     def _existing(self, table: str) -> pl.LazyFrame:
-        """``table`` as it was when this ingest first read it: every read of what the lake already holds
-        (keys, inferred tasks, steps) is of that one version, which :meth:`_repair` starts from."""
-        if table not in self.read_at:
-            self.read_at[table] = self.lake.delta_table(table)
-        return pl.scan_delta(self.read_at[table])
+        """``table`` at the version this ingest holds its keys of (``read_at``; the latest on first use):
+        every read of what the lake already holds (keys, inferred tasks, steps) is of that version, and
+        the table's commit is made against it (:meth:`_commit_pinned`)."""
+        dt = self.pinned.get(table)
+        if dt is None:
+            dt = self.pinned[table] = self.lake.delta_table(table)
+            self.read_at.setdefault(table, dt.version())
+        if dt.version() != self.read_at[table]:
+            dt.load_as_version(self.read_at[table])
+        return pl.scan_delta(dt)
 
     def _key_set(self, table: str) -> set[tuple[Any, ...]]:
         if table not in self.keys:
@@ -1127,79 +1141,135 @@ class _Writer:
 
     def _append_staged(self, table: str, metadata: dict[str, str]) -> None:
         """One commit of ``table``'s staged rows (its writer closed), if it has any: those still in the
-        local staging file, and the parts already written (:meth:`_spill`)."""
+        local staging file, and the parts already written (:meth:`_spill`), made against the version this
+        ingest holds the table's keys of (``read_at``).
+
+        Rows only staged locally are appended straight away (no staging table: the cheap path when no
+        other ingest commits meanwhile); if that commit is refused, they are written as a part and
+        committed as parts are (:meth:`_commit_pinned`). The refused append's files stay unreferenced,
+        for ``vacuum`` to delete.
+        """
         spilled = self.spilled.pop(table, None)
         if spilled is not None and self.contested.get(table):
             # Rows written as a part before a richer row of their key was staged (those staged since are
             # held back from the parts: _spill).
             spilled.discard(self._contested_keys(table))
-        if table in self.writers:
-            with pa.OSFile(str(self.staging / f"{table}.arrows")) as handle:
+        if table not in self.writers and spilled is None:
+            return
+        path = str(self.staging / f"{table}.arrows")
+        if spilled is None:
+            with pa.OSFile(path) as handle:
                 rows = self._resolved(table, pa.ipc.open_stream(handle))
-                if spilled is None:
-                    self.report.versions[table] = self.lake.append_stream(table, rows, metadata=metadata)
-                    self._repair(table, metadata)
+                try:
+                    version = self.lake.append_stream(table, rows, metadata=metadata,
+                                                      read_version=self._read_version(table))
+                except CommitConflictError:
+                    spilled = self.lake.staged_append(table)
+                else:
+                    self._committed(table, version)
                     return
-                spilled.write(rows)
-        if spilled is not None:
-            self.report.versions[table] = spilled.commit(metadata)
-            self._repair(table, metadata)
+        if table in self.writers:
+            with pa.OSFile(path) as handle:
+                spilled.write(self._resolved(table, pa.ipc.open_stream(handle)))
+        self._commit_pinned(table, spilled, metadata)
 
-    def _repair(self, table: str, metadata: dict[str, str]) -> None:
-        """Drop the rows of the commit just made (``report.versions[table]``) whose keys another writer
-        committed since this ingest read the table (:meth:`_existing`, version R).
+    def _read_version(self, table: str) -> int:
+        """The version of ``table`` this ingest holds the keys of (the latest, if it never read them)."""
+        if table not in self.read_at:
+            self.read_at[table] = self.lake.version(table)
+        return self.read_at[table]
 
-        Delta appends never conflict, so ingests that read the same keys as missing at once all append
-        them. Of two such commits the later one's window (R, ours) holds the earlier one, never the other
-        way round: the later ingest deletes its own copies (by ``ingest_id``: the other ingest's rows are
-        untouched), and the earliest copy of each key stays, as if the ingests had run one after another in
-        the order of their commits. The report counts the rows deleted as duplicates, not written. Where
-        the row deleted is the richer one, it replaces the kept one as a later ingest would have: a
-        dataset's task row replaces an inferred one (:func:`_upgrade_inferred_tasks`), a longer session's
-        trajectory (and then its candidates) a shorter one's (:func:`_replace_grown`).
-
-        With no other commit in the window (no concurrent writer) this reads nothing. A reader pinned to
-        the single version between the append and this delete can see both copies of a key; no later
-        version holds them (but for a crash between the two, which leaves them: an ingest run again finds
-        the keys present and changes nothing).
-        """
-        pinned, ours = self.read_at.get(table), self.report.versions.get(table)
-        if pinned is None or ours is None or ours <= pinned.version() + 1:
-            return
-        me = self.report.ingest_id
-        others = [v for v in range(pinned.version() + 1, ours)
-                  if self.lake.commit_info(table, v).get("harvest.ingest_id") != me]
-        if not others:  # only this ingest's own commits (an earlier part, an upgrade MERGE)
-            return
-        key = list(KEYS[table])
-        clashes = (pl.DataFrame(self.lake.added_keys(table, [ours]))
-                   .join(pl.DataFrame(self.lake.added_keys(table, others)), on=key, how="semi").unique())
-        if clashes.is_empty():
-            return
-        richer: list[dict[str, Any]] = []
-        if table == "tasks" or table in _GROWTH:  # our rows, to replace the kept ones where they are richer
-            richer = (self.lake.scan(table, version=ours).filter(pl.col("ingest_id") == me)
-                      .join(clashes.lazy(), on=key, how="semi").collect().to_dicts())
-        deleted, version = self.lake.delete_keys(table, clashes.to_arrow(), ingest_id=me, metadata=metadata)
-        counts = self.report.counts[table]
-        counts.written -= deleted
-        counts.duplicate += deleted
+    def _committed(self, table: str, version: int) -> None:
+        """Note this ingest's own commit of ``table`` at ``version``: the version it holds the keys of
+        moves there when nothing else came between (else the next commit finds the others)."""
         self.report.versions[table] = version
+        if self.read_at.get(table) == version - 1:
+            self.read_at[table] = version
+
+    def _commit_pinned(self, table: str, staged: StagedAppend, metadata: dict[str, str]) -> None:
+        """Commit ``staged`` against the version this ingest holds ``table``'s keys of; while another
+        commit followed it, take in the keys such commits added (dropping this ingest's rows of them,
+        :meth:`_settle`), hold the new latest version and try again, up to :data:`_COMMIT_ATTEMPTS`
+        times with a random backoff. No version of the table ever holds a key twice."""
+        for attempt in range(_COMMIT_ATTEMPTS):
+            base = self._read_version(table)
+            try:
+                version = staged.commit(metadata, read_version=base)
+            except CommitConflictError:
+                latest = self.lake.version(table)
+                others = self._settle(table, staged, base, latest, metadata)
+                self.read_at[table] = max(latest, self.read_at[table])
+                if others:  # spread the ingests that lost the same race
+                    time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
+                continue
+            if version is not None:
+                self._committed(table, version)
+            return
+        raise CommitConflictError(f"{table!r}: other commits kept following this ingest's read, "
+                                  f"{_COMMIT_ATTEMPTS} times; nothing of this table was committed: "
+                                  f"ingest again")
+
+    def _settle(self, table: str, staged: StagedAppend, base: int, latest: int,
+                metadata: dict[str, str]) -> bool:
+        """Take in the keys other writers' commits of ``table`` after ``base`` up to ``latest`` added:
+        they count as already in the lake for the rest of this ingest, and this ingest's staged rows of
+        them are discarded and counted as duplicates, as if the other ingests had run first. Where the
+        row discarded is the richer one, it replaces the kept one as a later ingest's would: a dataset's
+        task row an inferred one (:func:`_upgrade_inferred_tasks`), a longer session's trajectory (then
+        its candidates) a shorter one's (:func:`_replace_grown`). Returns whether another writer
+        committed (this ingest's own commits in the window, MERGEs, are skipped)."""
+        me = self.report.ingest_id
+        others = [v for v in range(base + 1, latest + 1)
+                  if self.lake.commit_info(table, v).get("harvest.ingest_id") != me]
+        if not others:
+            return False
+        key = list(KEYS[table])
+        inferred = ("benchmark", "reference") if table == "tasks" else ()
+        added = pl.DataFrame(self.lake.added_keys(table, others, columns=inferred))
+        self._learn(table, added)
+        ours = staged.matching(added.select(key).unique().to_arrow())
+        if ours.is_empty():
+            return True
+        staged.discard(ours.select(key).to_arrow())
+        if table == "quarantine":  # (its rows are not counted)
+            return True
+        counts = self.report.counts[table]
+        counts.written -= ours.height
+        counts.duplicate += ours.height
+        richer, version = ours.to_dicts(), None
         if table == "tasks":
-            replaced = _upgrade_inferred_tasks(self.lake, richer, me, self.now, metadata)
+            replaced, version = _upgrade_inferred_tasks(self.lake, richer, me, self.now, metadata)
         elif table in _GROWTH:
             if table == "candidates":
                 richer = [row for row in richer if row["trajectory_id"] in self.regrown]
-            grown = _replace_grown(self.lake, table, richer, me, self.now, metadata) if richer else []
+            grown, version = _replace_grown(self.lake, table, richer, me, self.now, metadata)
             if table == "trajectories":
                 self.regrown.update(grown)
             replaced = len(grown)
         else:
-            return
+            return True
         counts.written += replaced
         counts.duplicate -= replaced
-        if replaced:
-            self.report.versions[table] = self.lake.version(table)
+        if version is not None:
+            self.report.versions[table] = version
+        return True
+
+    def _learn(self, table: str, added: pl.DataFrame) -> None:
+        """Count the rows another ingest committed (``added``: their keys, and for tasks whether they are
+        inferred) as in the lake, in the keys this ingest holds."""
+        if table == "steps":
+            if self.step_masks is not None:
+                for trajectory, index in added.select(KEYS[table]).iter_rows():
+                    self.step_masks[trajectory] = self.step_masks.get(trajectory, 0) | 1 << index
+            return
+        if table in self.keys:
+            self.keys[table].update(added.select(KEYS[table]).iter_rows())
+        if table == "tasks" and self.inferred_tasks is not None:
+            for task, benchmark, reference in added.select("task_id", "benchmark", "reference").iter_rows():
+                if benchmark is None and reference is None:
+                    self.inferred_tasks.add(task)
+                else:
+                    self.inferred_tasks.discard(task)
 
     def commit(self) -> None:
         """Stage what is left, give every table its commit (its last one, with ``commit_bytes``), then log
@@ -1211,18 +1281,19 @@ class _Writer:
             writer.close()
         for table in _WRITE_ORDER:
             if table == "tasks" and self.task_upgrades:
-                upgraded = _upgrade_inferred_tasks(self.lake, self.task_upgrades, report.ingest_id, self.now, metadata)
+                upgraded, version = _upgrade_inferred_tasks(self.lake, self.task_upgrades, report.ingest_id,
+                                                            self.now, metadata)
                 report.counts["tasks"].written += upgraded
                 report.counts["tasks"].duplicate -= upgraded
-                if upgraded:
-                    report.versions["tasks"] = self.lake.version("tasks")
+                if version is not None:
+                    self._committed("tasks", version)
             if self.grown.get(table):
-                replaced = len(_replace_grown(self.lake, table, list(self.grown[table].values()),
-                                              report.ingest_id, self.now, metadata))
-                report.counts[table].written += replaced
-                report.counts[table].duplicate -= replaced
-                if replaced:
-                    report.versions[table] = self.lake.version(table)
+                grown, version = _replace_grown(self.lake, table, list(self.grown[table].values()),
+                                                report.ingest_id, self.now, metadata)
+                report.counts[table].written += len(grown)
+                report.counts[table].duplicate -= len(grown)
+                if version is not None:
+                    self._committed(table, version)
             self._append_staged(table, metadata)
         report.finished_at = datetime.now(UTC)
         report.versions["ingests"] = self.lake.append("ingests", _ingest_row(report), metadata=metadata)
@@ -1291,13 +1362,13 @@ def _misfit(bundle: Bundle | _Packed) -> str:
 
 def _upgrade_inferred_tasks(
     lake: Lake, rows: list[dict[str, Any]], ingest_id: str, now: datetime, metadata: dict[str, str]
-) -> int:
+) -> tuple[int, int | None]:
     """Replace task rows that were only inferred from a trajectory (no benchmark, no reference) with the
     dataset's own rows for the same task, so the result does not depend on ingest order. Returns the
-    number of rows replaced."""
+    number of rows replaced and the version of the MERGE's commit (``None``: no commit)."""
     richer = [r for r in rows if r.get("benchmark") is not None or r.get("reference") is not None]
     if not richer:
-        return 0
+        return 0, None
     inferred = (
         lake.scan("tasks")
         .filter(pl.col("task_id").is_in([r["task_id"] for r in richer]) & pl.col("benchmark").is_null()
@@ -1305,12 +1376,12 @@ def _upgrade_inferred_tasks(
         .select("task_id").collect()["task_id"].to_list()
     )
     if not inferred:
-        return 0
+        return 0, None
     wanted = set(inferred)
     source = conform("tasks", [{**r, "ingest_id": ingest_id, "ingested_at": now} for r in richer if r["task_id"] in wanted])
-    lake.merge_update("tasks", source, key="task_id", only_if="t.benchmark IS NULL AND t.reference IS NULL",
-                      metadata=metadata)
-    return source.num_rows
+    version = lake.merge_update("tasks", source, key="task_id",
+                                only_if="t.benchmark IS NULL AND t.reference IS NULL", metadata=metadata)
+    return source.num_rows, version
 
 
 @dataclass(frozen=True)
@@ -1331,10 +1402,12 @@ _GROWTH = {
 
 def _replace_grown(
     lake: Lake, table: str, rows: list[dict[str, Any]], ingest_id: str, now: datetime, metadata: dict[str, str]
-) -> list[Any]:
+) -> tuple[list[Any], int | None]:
     """Replace the lake's rows of sessions that grew (trajectories with more steps now; their candidates
     where the content changed) in one MERGE commit. Returns the keys (``KEYS[table][0]``) of the rows
-    replaced."""
+    replaced and the version of the commit (``None``: no commit)."""
+    if not rows:
+        return [], None
     key, growth = KEYS[table][0], _GROWTH[table]
     current = dict(
         lake.scan(table).filter(pl.col(key).is_in([r[key] for r in rows])).select(key, growth.column)
@@ -1342,10 +1415,10 @@ def _replace_grown(
     )
     changed = [r for r in rows if r[key] in current and growth.beats(r[growth.column], current[r[key]])]
     if not changed:
-        return []
+        return [], None
     source = conform(table, [{**r, "ingest_id": ingest_id, "ingested_at": now} for r in changed])
-    lake.merge_update(table, source, key=key, only_if=growth.only_if, metadata=metadata)
-    return [r[key] for r in changed]
+    version = lake.merge_update(table, source, key=key, only_if=growth.only_if, metadata=metadata)
+    return [r[key] for r in changed], version
 
 
 def _ingest_row(report: IngestReport) -> pa.Table:

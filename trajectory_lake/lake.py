@@ -444,38 +444,6 @@ class Lake:
 
         return _rerun_on_conflict(insert)
 
-    def delete_keys(self, table: str, keys: pa.Table, *, ingest_id: str,
-                    metadata: Mapping[str, str] | None = None) -> tuple[int, int]:
-        """Delete the rows of ``table`` that ingest ``ingest_id`` wrote whose key (the columns of ``keys``,
-        ``KEYS[table]``) is one of ``keys``, in one commit; rows of the same keys that other ingests wrote
-        stay. A commit that conflicts with a concurrent one is run again on the new version.
-
-        Returns:
-            ``(rows deleted, the table version after it)`` (no commit when nothing matched).
-        """
-        key = list(keys.column_names)
-        if keys.num_rows == 0:
-            return 0, self.version(table)
-        first = pc.unique(keys.column(key[0])).to_pylist()
-        # literal target-side filters let delta-rs skip files by their statistics (facts §1.5)
-        predicate = (f"t.ingest_id = {_sql_string(ingest_id)} AND "
-                     f"t.{key[0]} IN ({', '.join(_sql_string(v) for v in first)}) AND "
-                     + " AND ".join(f"t.{k} = s.{k}" for k in key))
-        commit = CommitProperties(custom_metadata=dict(metadata or {}),
-                                  max_commit_retries=_MAX_COMMIT_RETRIES)
-
-        def delete() -> tuple[int, int]:
-            dt = self.delta_table(table)
-            result = (
-                dt.merge(keys, predicate=predicate, source_alias="s", target_alias="t",
-                         writer_properties=_WRITER_PROPERTIES, commit_properties=commit)
-                .when_matched_delete()
-                .execute()
-            )
-            return int(result["num_target_rows_deleted"]), dt.version()
-
-        return _rerun_on_conflict(delete)
-
     def append(self, table: str, rows: pa.Table, *, metadata: Mapping[str, str] | None = None) -> int:
         """Append ``rows`` to ``table`` in one atomic commit.
 

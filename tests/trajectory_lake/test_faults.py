@@ -7,7 +7,9 @@
   each table once, and all of them write into that table; feedback writers that start at once on a
   table from before its schema grew all upgrade it and write;
 - ingests at once whose sources share keys (tasks, or the same source twice) write each key once: the
-  rows of the same ingests run one after another.
+  rows of the same ingests run one after another, and no version of any table holds a key twice;
+- kill -9 of an ingest while another writes the same keys: re-running it yields the rows of the two run
+  one after another.
 """
 
 from __future__ import annotations
@@ -389,6 +391,15 @@ def _assert_ingests_reconcile(lake: Lake, reports: list[dict]) -> None:
             assert c["read"] == c["written"] + c["duplicate"] + c["quarantined"], (table, c)
 
 
+def _assert_no_version_holds_a_key_twice(lake: Lake) -> None:
+    """Every version of every data table, from its creation to its latest, holds each key once: not only
+    the latest (a reader pinned to any version sees no duplicate)."""
+    for table in DATA_TABLES:
+        for version in range(lake.version(table) + 1):
+            keys = lake.scan(table, version=version).select(KEYS[table]).collect()
+            assert keys.n_unique() == keys.height, (table, version)
+
+
 def _assert_each_key_once(lake: Lake, reports: list[dict]) -> None:
     """No key twice in a data table, and the rows the reports count as written are the rows there (tasks:
     at least, as an inferred task row upgraded by a dataset's counts as written by both)."""
@@ -401,8 +412,9 @@ def _assert_each_key_once(lake: Lake, reports: list[dict]) -> None:
 
 class TestSharedKeysAtOnce:
     """Ingests at once whose sources share keys: runs of one benchmark (their tasks), the same source again
-    (a retried job while the first still runs). Each reads the shared keys as missing and appends them, and
-    Delta appends never conflict: the ingest that committed later deletes its copies."""
+    (a retried job while the first still runs). Each reads the shared keys as missing; each table's commit
+    is made against the version read and refused if another came first, and the ingest then drops its rows
+    of the keys that commit added and commits again."""
 
     def test_four_ingests_of_sources_sharing_tasks_write_what_one_after_another_do(
             self, new_lake, shared_data, tmp_path):
@@ -419,6 +431,26 @@ class TestSharedKeysAtOnce:
             assert comparable_rows(lake, table).equals(comparable_rows(reference, table)), table
         _assert_each_key_once(lake, reports)
         _assert_ingests_reconcile(lake, reports)
+        _assert_no_version_holds_a_key_twice(lake)
+
+    def test_no_version_of_any_table_holds_a_key_twice_while_ingests_sharing_keys_run_at_once(
+            self, new_lake, shared_data, tmp_path):
+        # Lite's task rows, trajectories inferring some of those tasks, and one source twice: every table
+        # gets commits of the same keys from two ingests at once. A reader pinned to any version between
+        # the first commit and the last sees each key once.
+        formats = shared_data / "formats"
+        sources = [shared_data / "swebench-lite" / "tasks.jsonl", formats / "mini-swe-agent",
+                   formats / "mini-swe-agent", formats / "moatless"]
+        lake = new_lake()
+        reports = [json.loads(out) for out in _run_at_once(_INGEST, lake, [str(s) for s in sources],
+                                                           tmp_path / "signals")]
+        _assert_no_version_holds_a_key_twice(lake)
+        reference = new_lake()
+        for source in sources:
+            ingest([source], reference)
+        for table in DATA_TABLES:
+            assert comparable_rows(lake, table).equals(comparable_rows(reference, table)), table
+        _assert_ingests_reconcile(lake, reports)
 
     def test_one_source_ingested_twice_at_once_is_written_once(self, new_lake, shared_data, tmp_path):
         source = shared_data / "formats" / "mini-swe-agent"
@@ -431,6 +463,7 @@ class TestSharedKeysAtOnce:
             assert comparable_rows(lake, table).equals(comparable_rows(reference, table)), table
         _assert_each_key_once(lake, reports)
         _assert_ingests_reconcile(lake, reports)
+        _assert_no_version_holds_a_key_twice(lake)
 
 
 def _meanwhile(monkeypatch, run: Callable[[], object]) -> None:
@@ -451,7 +484,8 @@ def _meanwhile(monkeypatch, run: Callable[[], object]) -> None:
 
 class TestKeysCommittedMeanwhile:
     """An ingest handed a lake where another ingest committed rows of its keys after it read the lake's keys:
-    it deletes its own copies, as if it had run after the other."""
+    its commit against the version it read is refused, and it drops its own rows of those keys before it
+    commits, as if it had run after the other; no version ever holds a key twice."""
 
     @pytest.mark.parametrize("how", ["one commit", "commits as it goes", "written in parts"])
     def test_the_same_source_committed_meanwhile_leaves_nothing_to_write(self, shared_data, tmp_path,
@@ -475,7 +509,13 @@ class TestKeysCommittedMeanwhile:
         reports = [r.to_dict() for r in (*first, second)]
         _assert_each_key_once(lake, reports)
         _assert_ingests_reconcile(lake, reports)
-        assert second.versions["steps"] == lake.version("steps")  # the delete's version, reported
+        _assert_no_version_holds_a_key_twice(lake)
+        # Every row was the other's: the second ingest committed nothing to a data table, and says so.
+        assert not set(second.versions) & set(DATA_TABLES), second.versions
+        for table in DATA_TABLES:
+            versions = range(lake.version(table) + 1)
+            committed = [lake.commit_info(table, v).get("harvest.ingest_id") for v in versions]
+            assert second.ingest_id not in committed, table
 
     @pytest.mark.parametrize("meanwhile", ["dataset", "trajectories"])
     def test_a_datasets_task_row_wins_over_an_inferred_one_whichever_commits_first(
@@ -496,6 +536,7 @@ class TestKeysCommittedMeanwhile:
         reports = [r.to_dict() for r in reports]
         _assert_each_key_once(lake, reports)
         _assert_ingests_reconcile(lake, reports)
+        _assert_no_version_holds_a_key_twice(lake)
 
     @pytest.mark.parametrize("meanwhile", ["shorter", "longer"])
     def test_a_grown_session_wins_over_its_shorter_self_whichever_commits_first(
@@ -526,6 +567,82 @@ class TestKeysCommittedMeanwhile:
         for table in DATA_TABLES:
             assert lake.read(table).select(KEYS[table]).n_unique() == lake.read(table).height, table
         _assert_ingests_reconcile(lake, reports)
+        _assert_no_version_holds_a_key_twice(lake)
+
+
+# An ingest that, once it has read the lake's keys and before its first commit, touches `read` in the
+# signals folder and waits for `go` (the test runs another ingest meanwhile), then SIGKILLs itself right
+# after its N-th table commit (an append or a staged append's commit that added rows).
+_KILLED_AFTER_ANOTHER = """
+import json, os, signal, sys, time
+from pathlib import Path
+from trajectory_lake import Lake, ingest
+from trajectory_lake.ingest import _Writer
+from trajectory_lake.lake import Lake as LakeClass, StagedAppend
+uri, options, after, signals, *paths = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:]
+signals = Path(signals)
+commits = []
+def counted(original):
+    def commit(*args, **kwargs):
+        version = original(*args, **kwargs)
+        if version is not None:
+            commits.append(version)
+            if len(commits) == after:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return version
+    return commit
+LakeClass.append_stream = counted(LakeClass.append_stream)
+StagedAppend.commit = counted(StagedAppend.commit)
+append_staged = _Writer._append_staged
+def waiting(self, table, metadata):
+    if not (signals / "read").exists():
+        (signals / "read").touch()
+        while not (signals / "go").exists():
+            time.sleep(0.01)
+    return append_staged(self, table, metadata)
+_Writer._append_staged = waiting
+ingest(paths, Lake(uri, storage_options=options or None))
+"""
+
+
+class TestKilledWhileAnotherIngests:
+    """kill -9 of an ingest whose keys another ingest committed after it read them: no version holds a key
+    twice, and running the killed ingest again yields the rows of the two ingests run one after another."""
+
+    @pytest.mark.parametrize("after_commits", [1, 3])
+    def test_an_ingest_killed_after_another_wrote_its_keys_reruns_to_the_rows_of_a_clean_sequence(
+            self, new_lake, shared_data, tmp_path, after_commits):
+        formats = shared_data / "formats"
+        # The other ingest shares mini-swe-agent's rows and (inferred) tasks; swe-agent's are the killed's.
+        killed = [str(shared_data / "swebench-lite" / "tasks.jsonl"), str(formats / "mini-swe-agent"),
+                  str(formats / "swe-agent-traj")]
+        other = [formats / "mini-swe-agent", formats / "moatless"]
+        lake, signals = new_lake(), tmp_path / "signals"
+        signals.mkdir()
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _KILLED_AFTER_ANOTHER, lake.uri, json.dumps(lake.storage_options or {}),
+             str(after_commits), str(signals), *killed],
+            env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 120
+            while not (signals / "read").exists():
+                assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-2000:]
+                time.sleep(0.01)
+            ingest(other, lake)  # commits the shared keys while the killed ingest holds its read
+            (signals / "go").touch()
+            _, err = proc.communicate(timeout=300)
+        finally:
+            proc.kill()
+        assert proc.returncode == -signal.SIGKILL, err.decode()[-2000:]
+        _assert_no_version_holds_a_key_twice(lake)
+
+        ingest(killed, lake)
+        reference = new_lake()
+        ingest(other, reference)
+        ingest(killed, reference)
+        for table in DATA_TABLES:
+            assert comparable_rows(lake, table).equals(comparable_rows(reference, table)), table
+        _assert_no_version_holds_a_key_twice(lake)
 
 
 class TestMaintenance:
