@@ -118,7 +118,8 @@ GOOD_DEVICES = ["auto", "cpu", "cuda", "cuda:0", "cuda:7", "cuda:127"]
 class TestDevice:
     @pytest.mark.parametrize("device", BAD_DEVICES)
     def test_a_misspelt_device_is_refused_when_the_config_is_made(self, device):
-        with pytest.raises(ValueError, match=r"invalid TrainConfig: device must be auto, cpu, cuda or cuda:N"):
+        refused = r"invalid TrainConfig: device must be auto, cpu, cuda or cuda:N"
+        with pytest.raises(ValueError, match=refused):
             TrainConfig(device=device)
 
     @pytest.mark.parametrize("device", ["cuda:abc", 1])
@@ -234,7 +235,6 @@ class TestDeviceMissingFailsBeforeTheData:
         assert len(errors) == 1 and message in errors[0], result.output
         assert "Traceback" not in result.output
 
-
     def test_harvest_train_on_a_lake_that_does_not_exist_is_one_error_line(self, tmp_path):
         # a traceback before (TableNotFoundError resolving the slice), where the lake commands print one line
         from click.testing import CliRunner
@@ -246,6 +246,7 @@ class TestDeviceMissingFailsBeforeTheData:
         errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
         assert len(errors) == 1 and "lake table 'runs' not found" in errors[0], result.output
         assert "Traceback" not in result.output
+
 
 def _raise_read_too_soon(*args, **kwargs):
     raise _ReadTooSoon
