@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
 import time
 import uuid
@@ -138,6 +139,22 @@ class _IndexState:
         self.built[index.revision] = index
         while len(self.built) > self._KEEP:
             self.built.pop(next(iter(self.built)))
+
+
+# A URL's user:password and query string (a presigned or SAS token): never shown to API clients.
+_URL = re.compile(r"\b([a-z][a-z0-9+.-]*://)([^/\s@]+@)?([^\s?#]*)(\?[^\s#]*)?", re.IGNORECASE)
+
+
+def _masked(url: re.Match[str]) -> str:
+    scheme, userinfo, rest, query = url.groups()
+    return scheme + ("***@" if userinfo else "") + rest + ("?***" if query else "")
+
+
+def _public_reason(exc: BaseException) -> str:
+    """Why a background job failed, for ``/v1/models``: the class and message on one line (delta-rs and
+    object-store messages span several), URL credentials and query strings masked, at most 500
+    characters. The whole error is in the server's log."""
+    return f"{type(exc).__name__}: {_URL.sub(_masked, ' '.join(str(exc).split()))}"[:500]
 
 
 class RerankService:
@@ -285,8 +302,7 @@ class RerankService:
                 return
             except Exception as exc:
                 logger.exception("building the neighbour index failed")
-                # The reason on one line (delta-rs and object-store messages span several), for /v1/models.
-                self._index.error = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:500]
+                self._index.error = _public_reason(exc)
                 return
             state.remember(index)
             if index.revision == self.backend.info.cache_revision:

@@ -291,6 +291,16 @@ class TestIndexBuildAndServing:
 
         assert asyncio.run(run()) == "dummy:new:2"
 
+    def test_a_failed_builds_reason_never_shows_url_credentials_or_tokens(self):
+        from reranker_service.service import _public_reason
+
+        error = OSError("cannot read https://bob:hunter2@lakefs.example/repo/main/candidates?sig=SAS&se=1\n"
+                        "  caused by: 403 at s3://bucket/lake/x")
+        reason = _public_reason(error)
+        assert reason == ("OSError: cannot read https://***@lakefs.example/repo/main/candidates?*** "
+                          "caused by: 403 at s3://bucket/lake/x")
+        assert len(_public_reason(ValueError("x" * 2000))) == 500
+
     def test_a_reload_stops_the_replaced_models_index_build(self, lake, slow_backend):
         # The old model's build would otherwise embed the whole lake with a model nobody serves.
         async def run() -> str:
