@@ -569,6 +569,46 @@ class TestKeysCommittedMeanwhile:
         _assert_ingests_reconcile(lake, reports)
         _assert_no_version_holds_a_key_twice(lake)
 
+    def test_three_ingests_of_one_task_leave_it_once_when_the_richer_row_lands_between_the_others(
+            self, shared_data, tmp_path, monkeypatch):
+        # X and Y infer the same tasks from mini-swe-agent's trajectories, Z holds the dataset's rows of them.
+        # Y reads the lake, X commits, and Z runs right after Y's first table commit. (The old repair left a
+        # task twice: Z's upgrade restamped X's and Y's inferred rows before Y deleted its own by ingest id.)
+        from trajectory_lake.lake import StagedAppend
+
+        formats = shared_data / "formats"
+        x, y, z = [formats / "mini-swe-agent"], [formats / "mini-swe-agent", formats / "moatless"], [
+            shared_data / "swebench-lite" / "tasks.jsonl"]
+        lake = Lake(tmp_path / "lake")
+        reports, then = [], []
+
+        def after_commit(original):
+            def commit(*args, **kwargs):
+                version = original(*args, **kwargs)
+                if version is not None and then:
+                    then.pop()()
+                return version
+            return commit
+
+        def run_x() -> None:
+            reports.append(ingest(x, lake))
+            then.append(lambda: reports.append(ingest(z, lake)))
+
+        monkeypatch.setattr(Lake, "append_stream", after_commit(Lake.append_stream))
+        monkeypatch.setattr(StagedAppend, "commit", after_commit(StagedAppend.commit))
+        _meanwhile(monkeypatch, run_x)
+        reports.append(ingest(y, lake))
+        assert not then  # Z ran between Y's commits
+        reference = Lake(tmp_path / "reference")
+        for sources in (x, y, z):
+            ingest(sources, reference)
+        for table in DATA_TABLES:
+            assert comparable_rows(lake, table).equals(comparable_rows(reference, table)), table
+        reports = [r.to_dict() for r in reports]
+        _assert_each_key_once(lake, reports)
+        _assert_ingests_reconcile(lake, reports)
+        _assert_no_version_holds_a_key_twice(lake)
+
 
 # An ingest that, once it has read the lake's keys and before its first commit, touches `read` in the
 # signals folder and waits for `go` (the test runs another ingest meanwhile), then SIGKILLs itself right
