@@ -132,7 +132,8 @@ def ingest_command(
     paths: tuple[str, ...], lake_uri: str | None, storage_options: tuple[str, ...], as_json: bool, max_raw_bytes: int,
     workers: int | None, commit_mb: int | None,
 ) -> None:
-    """Ingest harness files or directories (format detected by content) into the lake."""
+    """Ingest harness files or directories (format detected by content; gzip, bzip2, xz and zstd files are
+    read decompressed) into the lake."""
     lake = open_lake(lake_uri, storage_options)
     try:
         report = trajectory_lake.ingest(list(paths), lake, max_raw_bytes=max_raw_bytes, workers=workers,

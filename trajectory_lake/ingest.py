@@ -54,11 +54,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
+from trajectory_lake._compression import logical_path
 from trajectory_lake._hashing import stable_id
 from trajectory_lake._json import loads
 from trajectory_lake._late_labels import StagedRows, attach, unmatched_labels, waiting_labels
 from trajectory_lake._secrets import redact_raw, without_secrets
 from trajectory_lake.adapters import ADAPTERS, Adapter, RunGroup, SourceFile, detect, run_dir_of
+from trajectory_lake.adapters._base import PartLoader
 from trajectory_lake.exceptions import CommitConflictError, SchemaMismatchError
 from trajectory_lake.lake import Lake, StagedAppend, conform
 from trajectory_lake.records import Bundle, Quarantined, Skipped, json_or_none
@@ -185,7 +187,8 @@ def discover(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Path], list[
     """Expand files and directories into the files to ingest.
 
     Files named explicitly are always ingested (an unknown format is quarantined); inside
-    directories only data files (``DATA_SUFFIXES``) are, hidden ones included (aider's benchmark
+    directories only data files (``DATA_SUFFIXES``, compressed or not: ``output.jsonl.gz``,
+    ``x.traj.zst``) are, hidden ones included (aider's benchmark
     writes ``.aider.results.json``), and the others are returned as skipped. Hidden folders (``.git``,
     ``.venv``, caches) are not searched: each is returned as skipped, whole.
 
@@ -207,7 +210,7 @@ def discover(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Path], list[
             subfolders[:] = [name for name in subfolders if not name.startswith(".")]
             found.extend(child for child in map(Path(folder).joinpath, names) if child.is_file())
         for child in sorted(found):
-            (files if child.name.endswith(DATA_SUFFIXES) else skipped).append(child)
+            (files if logical_path(child).name.endswith(DATA_SUFFIXES) else skipped).append(child)
     unique = list(dict.fromkeys(p.resolve() for p in files))
     return unique, sorted(skipped)
 
@@ -230,7 +233,9 @@ def ingest(
     Arrow files; at the end each table's staged rows stream into one Delta commit.
 
     Args:
-        paths: files or directories; formats are detected by content.
+        paths: files or directories; formats are detected by content. Compressed files (gzip, bzip2,
+            xz/lzma, zstd: known by their magic bytes) are read as their decompressed content, streamed,
+            and named without their suffix to the adapters (:class:`~trajectory_lake.adapters.SourceFile`).
         lake: the target lake (its tables are created if missing).
         max_raw_bytes: cap on the raw bytes kept per quarantined record.
         flush_bytes: input bytes read between two stagings (the rows written do not depend on it).
@@ -470,7 +475,8 @@ def _read_members(
     of the rows, not the input's); the parent only merges. A file
     larger than ``lazy_bytes`` that is read whole (its records are not independent lines, so it has no
     parts) is read here instead, lazily, and its records come in batches: a reader would hand over
-    all of its rows at once.
+    all of its rows at once. The parts of a compressed file get their decompressed bytes here, in order,
+    from one stream (:class:`PartLoader`): each is held in memory while it waits in the window.
     """
 
     def eager(result: ReadResult, source: SourceFile) -> Batches:
@@ -479,11 +485,16 @@ def _read_members(
     def lazy(member: Member) -> bool:
         return not member[2].splittable and member[1].size > lazy_bytes
 
+    loader = PartLoader()
     if processes <= 1:
-        for member in members:
-            group, source, adapter = member
-            yield member, (_read_lazily(source, adapter, group, lazy_bytes, stamp) if lazy(member)
-                           else eager(_read_member(source, adapter, group, stamp), source))
+        try:
+            for member in members:
+                group, source, adapter = member
+                loader.load(source)
+                yield member, (_read_lazily(source, adapter, group, lazy_bytes, stamp) if lazy(member)
+                               else eager(_read_member(source, adapter, group, stamp), source))
+        finally:
+            loader.close()
         return
     # fork: the readers need nothing but the adapters' code and pyarrow, and start in milliseconds.
     # pyarrow imports pandas on its first conversion of Python values (~0.5 s): done once here, the
@@ -504,6 +515,7 @@ def _read_members(
         try:
             for member in members:
                 group, source, adapter = member
+                loader.load(source)
                 window.append((member, None if lazy(member)
                                else pool.submit(_read_member, source, adapter, group, stamp)))
                 ahead += 0 if lazy(member) else source.size
@@ -513,6 +525,7 @@ def _read_members(
                     yield done, (_read_lazily(done[1], done[2], done[0], lazy_bytes, stamp) if future is None
                                  else eager(future.result(), done[1]))
         finally:
+            loader.close()
             for _, future in window:
                 if future is not None:
                     future.cancel()
@@ -522,7 +535,9 @@ def _parts(source: SourceFile, adapter: Adapter, part_bytes: int) -> list[Source
     """``source`` as line-aligned parts of about ``part_bytes`` (itself when small or not splittable).
 
     One streaming pass hashes the file (every part carries the file's hash) and counts line breaks
-    by ``bytes.splitlines``' rule, so each part numbers its lines as the whole file would.
+    by ``bytes.splitlines``' rule, so each part numbers its lines as the whole file would. A compressed
+    file is cut the same way in its decompressed bytes (the pass decodes it as a stream); its parts get
+    their bytes when they are read (:class:`PartLoader`).
     """
     if not adapter.splittable or source.size <= part_bytes or source.is_json_document():
         return [source]
@@ -531,7 +546,7 @@ def _parts(source: SourceFile, adapter: Adapter, part_bytes: int) -> list[Source
     position = lines = 0
     previous = b""
     next_cut = part_bytes
-    with source.path.open("rb") as handle:
+    with source.open() as handle:
         while chunk := handle.read(_HASH_CHUNK):
             digest.update(chunk)
             start = 0
@@ -550,7 +565,7 @@ def _parts(source: SourceFile, adapter: Adapter, part_bytes: int) -> list[Source
     sha256 = digest.hexdigest()
     ends = [offset for offset, _ in cuts[1:]] + [position]
     return [
-        SourceFile(source.path, span=(offset, end), first_line=first, sha256=sha256)
+        SourceFile(source.file, span=(offset, end), first_line=first, sha256=sha256)
         for (offset, first), end in zip(cuts, ends, strict=True)
         if end > offset
     ]
@@ -569,7 +584,9 @@ def _group(
     """Detect every file's format and gather files into run groups (labels and run hints resolved).
 
     Each file's bytes are released after detection; they are read again when its records are. The file
-    (and adapter) each label of a group is first read from goes to ``origins[group.key]``.
+    (and adapter) each label of a group is first read from goes to ``origins[group.key]``. A compressed
+    file whose stream breaks off (truncated, corrupt) is quarantined with where and why (one row), and
+    what was decoded before the break is read as a truncated file is.
     """
     groups: dict[Path, tuple[RunGroup, list[tuple[SourceFile, Adapter]]]] = {}
     # A run's description named among the files (``harvest ingest <run>/*``) is looked at last: where a
@@ -597,12 +614,17 @@ def _group(
             reason = "empty file" if empty else "unknown format: no adapter recognises this content"
             if errors:
                 reason = f"{reason} ({'; '.join(errors)}: a Harvest defect, please report it)"
+            if source.damage is not None:
+                reason = f"{source.damage}; of what was decoded: {reason}"
             writer.quarantine(source, "detect", Quarantined(table="unknown", locator="$", error=reason, raw=raw,
                                                             size=source.size))
             report.sources[source.uri] = "quarantined"
             source.release()
             continue
         report.sources[source.uri] = adapter.name
+        if source.damage is not None:
+            writer.quarantine(source, adapter.name, Quarantined(
+                table="unknown", locator="$", error=source.damage, raw=b"", size=source.file.stat().st_size))
         key = run_dir_of(path)
         group, members = groups.setdefault(key, (RunGroup(key=key), []))
         for name, value in hints.items():
@@ -778,7 +800,7 @@ class _Writer:
             if isinstance(item, Quarantined):
                 self.quarantine(source, adapter.name, item)
             elif isinstance(item, Skipped):
-                self.report.ignored.setdefault(str(source.path), f"{adapter.name}: {item.reason}")
+                self.report.ignored.setdefault(str(source.file), f"{adapter.name}: {item.reason}")
             else:
                 self.pending.append((source, adapter, item))
 
@@ -888,7 +910,7 @@ class _Writer:
         (so which of two equally rich descriptions is kept does not depend on the order files are named in;
         files not among those named come last)."""
         count = len(self.places)
-        return bundle.priority * (count + 1) + count - self.places.get(source.path, count)
+        return bundle.priority * (count + 1) + count - self.places.get(source.file, count)
 
     def _step_outranks(self, trajectory: str, index: int, priority: int, *, new: bool) -> bool:
         """Note that step ``index`` of ``trajectory`` is staged with ``priority`` if it is ``new`` or

@@ -11,10 +11,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, BinaryIO, ClassVar
 
 import yaml
 
+from trajectory_lake._compression import MAGIC_BYTES, codec_of, logical_path, open_decoded, skip
 from trajectory_lake._hashing import content_sha256
 from trajectory_lake._json import loads
 from trajectory_lake.records import Bundle, Quarantined, Skipped
@@ -22,6 +23,7 @@ from trajectory_lake.records import Bundle, Quarantined, Skipped
 __all__ = [
     "Adapter",
     "Labels",
+    "PartLoader",
     "RunGroup",
     "SourceFile",
     "evaluated_node",
@@ -33,6 +35,8 @@ __all__ = [
 
 # Bytes per read when hashing a file from disk.
 _CHUNK = 8 << 20
+# The end of a compressed file's decompressed bytes kept for sniffing (:meth:`SourceFile.tail`).
+_TAIL = 65536
 
 # What _parsed gives for a line that is not JSON (a JSON ``null`` line parses to None).
 _UNPARSED = object()
@@ -46,9 +50,15 @@ class SourceFile:
     once it has been read, so an ingest holds one file (or part) at a time however large the input.
     Sniffing reads only the head and the tail; lines are read lazily.
 
+    A compressed file (gzip, bzip2, xz/lzma, zstd: known by its magic bytes, whatever its name) is read
+    as its decompressed bytes, streamed: offsets, spans, sizes, lines and the hash are all of those bytes,
+    and :attr:`path` is its name without the compression suffix (``output.jsonl.gz`` is seen as
+    ``output.jsonl``), so format detection and the adapters see the file as if it were not compressed.
+    A stream that breaks off (truncated, corrupt) reads as a file truncated there; :attr:`damage` says why.
+
     Args:
-        path: where it is read from.
-        data: its bytes, if already in memory (else read from ``path`` on first use).
+        path: the file on disk (kept as :attr:`file`; :attr:`path` is its name without a compression suffix).
+        data: its (decompressed) bytes, if already in memory (else read from the file on first use).
         span: ``(start, end)`` byte offsets when this is a part of the file (lines never straddle parts).
         first_line: the file's line number of the part's first line (locators name file line numbers).
         sha256: the whole file's hash, when already known (a part's ``sha256`` is its file's).
@@ -63,7 +73,8 @@ class SourceFile:
         first_line: int = 1,
         sha256: str | None = None,
     ) -> None:
-        self.path = path
+        self.file = path
+        self.path = logical_path(path)
         self._data = data
         self.span = span
         self.first_line = first_line
@@ -72,7 +83,7 @@ class SourceFile:
 
     def __repr__(self) -> str:
         part = f", span={self.span}" if self.span else ""
-        return f"SourceFile({str(self.path)!r}{part})"
+        return f"SourceFile({str(self.file)!r}{part})"
 
     @property
     def data(self) -> bytes:
@@ -90,8 +101,59 @@ class SourceFile:
         if self.span is not None:
             return self.span[1] - self.span[0]
         if "_size" not in self.__dict__:
-            self.__dict__["_size"] = self.path.stat().st_size
+            self.__dict__["_size"] = self.file.stat().st_size if self.codec is None else self._scan()[0]
         return self.__dict__["_size"]
+
+    @cached_property
+    def codec(self) -> str | None:
+        """The file's compression by its magic bytes (``gzip``, ``bz2``, ``xz``, ``lzma``, ``zstd``), or
+        ``None`` for a plain file (and for one that cannot be opened: reading it says why)."""
+        try:
+            with self.file.open("rb") as handle:
+                head = handle.read(MAGIC_BYTES)
+        except OSError:
+            return None
+        return codec_of(head, self.file.name)
+
+    @property
+    def damage(self) -> str | None:
+        """Why a compressed file's stream breaks off (truncated, corrupt, a failed checksum), with where; the
+        bytes decoded before it are the file's content. ``None`` for a whole stream and a plain file."""
+        return None if self.codec is None else self._scan()[2]
+
+    def open(self) -> BinaryIO:
+        """The whole file's bytes (decompressed, streamed, when it is compressed) from its start.
+
+        Raises:
+            OSError: the file cannot be read.
+        """
+        return self.file.open("rb") if self.codec is None else open_decoded(self.file, self.codec)
+
+    def _opened_at(self, position: int) -> BinaryIO:
+        """:meth:`open`, at ``position`` (a decompressed stream gets there by decoding what lies before)."""
+        handle = self.open()
+        if self.codec is None:
+            handle.seek(position)
+        else:
+            skip(handle, position)
+        return handle
+
+    def _scan(self) -> tuple[int, str, str | None]:
+        """One pass over a compressed file's decompressed bytes: their size, hash and :attr:`damage` (the
+        last ``_TAIL`` bytes are kept for :meth:`tail` until :meth:`release`)."""
+        if "_scanned" not in self.__dict__:
+            digest = hashlib.sha256()
+            size = 0
+            tail = b""
+            with self.open() as handle:
+                while chunk := handle.read(_CHUNK):
+                    digest.update(chunk)
+                    size += len(chunk)
+                    tail = chunk[-_TAIL:] if len(chunk) >= _TAIL else (tail + chunk)[-_TAIL:]
+                damage = getattr(handle.raw, "damage", None)
+            self.__dict__["_scanned"] = (size, digest.hexdigest(), damage)
+            self.__dict__["_tail"] = tail
+        return self.__dict__["_scanned"]
 
     def _read(self, offset: int, length: int | None) -> bytes:
         """``length`` bytes (``None``: to the end) from ``offset`` within the file or part, from disk."""
@@ -99,8 +161,7 @@ class SourceFile:
         begin = start + offset
         if end is not None:
             length = max(0, end - begin) if length is None else max(0, min(length, end - begin))
-        with self.path.open("rb") as handle:
-            handle.seek(begin)
+        with self._opened_at(begin) as handle:
             return handle.read() if length is None else handle.read(length)
 
     def release(self) -> None:
@@ -111,22 +172,30 @@ class SourceFile:
         self._data = None
         self.__dict__.pop("document", None)
         self.__dict__.pop("text", None)
+        self.__dict__.pop("_tail", None)
+        self.__dict__.pop("_head", None)
 
     @cached_property
     def uri(self) -> str:
-        """The file's absolute URI, recorded as ``source_uri`` (resolved once: every row names it)."""
-        return self.path.resolve().as_uri()
+        """The file's absolute URI, recorded as ``source_uri`` (resolved once: every row names it); a
+        compressed file's is its own, suffix and all."""
+        return self.file.resolve().as_uri()
 
     @cached_property
     def sha256(self) -> str:
         """SHA-256 of the whole file's bytes: identifies the source for exactly-once ingestion.
 
-        Streamed from disk when the bytes are not in memory (a part hashes its whole file).
+        Streamed from disk when the bytes are not in memory (a part hashes its whole file). A compressed
+        file's hash is of its decompressed bytes: the same content recompressed (another level, another
+        codec) or decompressed is the same source content, and its rows, whose ids derive from that
+        content, are the ones already in the lake (only ``source_uri`` tells the files apart).
         """
         if self._data is not None and self.span is None:
             return content_sha256(self._data)
+        if self.codec is not None:
+            return self._scan()[1]
         digest = hashlib.sha256()
-        with self.path.open("rb") as handle:
+        with self.file.open("rb") as handle:
             while chunk := handle.read(_CHUNK):
                 digest.update(chunk)
         return digest.hexdigest()
@@ -155,14 +224,30 @@ class SourceFile:
             raise ValueError(f"invalid JSON: {_brief(exc)}") from exc
 
     def head(self, n: int = 65536) -> bytes:
-        """The first ``n`` bytes, for cheap sniffing (read from disk alone when the file is not loaded)."""
-        return self._data[:n] if self._data is not None else self._read(0, n)
+        """The first ``n`` bytes, for cheap sniffing (read from disk alone when the file is not loaded; a
+        compressed file's are decoded once and kept until :meth:`release`, for the next sniffer)."""
+        if self._data is not None:
+            return self._data[:n]
+        if self.codec is None:
+            return self._read(0, n)
+        asked, kept = self.__dict__.get("_head", (0, b""))
+        if n > asked:
+            asked, kept = max(n, _TAIL), self._read(0, max(n, _TAIL))
+            self.__dict__["_head"] = asked, kept
+        return kept[:n]
 
     def tail(self, n: int = 65536) -> bytes:
         """The last ``n`` bytes, for cheap sniffing."""
         if self._data is not None:
             return self._data[-n:] if n else b""
-        return self._read(max(0, self.size - n), n) if n else b""
+        if not n:
+            return b""
+        if self.codec is not None and self.span is None:
+            self._scan()  # a compressed file's end is only reached by decoding it all: once, kept
+            kept = self.__dict__.get("_tail")
+            if kept is not None and (n <= len(kept) or len(kept) == self.size):
+                return kept[-n:]
+        return self._read(max(0, self.size - n), n)
 
     def lines(self) -> Iterator[bytes]:
         """The raw lines, without their line breaks (``bytes.splitlines``' rule: ``\\n``, ``\\r\\n``, ``\\r``),
@@ -191,8 +276,7 @@ class SourceFile:
     def _physical_lines(self) -> Iterator[tuple[int, bytes]]:
         """``(offset, bytes)`` of each ``\\n``-ended chunk of the file or part, read lazily from disk."""
         start, end = self.span if self.span is not None else (0, None)
-        with self.path.open("rb") as handle:
-            handle.seek(start)
+        with self._opened_at(start) as handle:
             position = start
             for line in handle:
                 if end is not None and position >= end:
@@ -230,6 +314,39 @@ class SourceFile:
                 return True
             return False  # the first line is a whole JSON value: JSONL
         return True
+
+
+class PartLoader:
+    """Gives the parts of compressed files their decompressed bytes, from one stream per file.
+
+    A part of a plain file is read from disk where it is parsed; a part of a compressed file cannot be
+    reached without decoding everything before it, so the parts of one file, handed here in order, are
+    cut one after another from a single stream (decoding the file once) and each is then parsed as any
+    part is, in a reader process. Only the parts being read are in memory, never the whole file.
+    """
+
+    def __init__(self) -> None:
+        self._file: Path | None = None
+        self._stream: BinaryIO | None = None
+        self._position = 0
+
+    def load(self, source: SourceFile) -> None:
+        """Give ``source`` its bytes if it is a part of a compressed file (anything else is left as is)."""
+        if source.span is None or source._data is not None or source.codec is None:
+            return
+        start, end = source.span
+        if self._stream is None or self._file != source.file or self._position > start:
+            self.close()
+            self._stream, self._file, self._position = source.open(), source.file, 0
+        self._position += skip(self._stream, start - self._position)
+        source._data = self._stream.read(end - start)
+        self._position += len(source._data)
+
+    def close(self) -> None:
+        """Close the stream open (the next :meth:`load` opens its file again)."""
+        if self._stream is not None:
+            self._stream.close()
+        self._stream, self._file, self._position = None, None, 0
 
 
 @dataclass

@@ -1,0 +1,206 @@
+"""Compressed sources: which codec a file is in (by its magic bytes), its name without the compression
+suffix, and its decompressed bytes as a stream.
+
+gzip, bzip2 and xz/lzma come with Python; zstd needs the ``zstandard`` module (a dependency of the
+project; without it a zstd file is reported as such, never misread). Decompression always streams: a
+file is never held decompressed whole, whatever its size. A stream that breaks (truncated, corrupt,
+a failed checksum) ends where it breaks, as a truncated file would, and says why in :attr:`Decoded.damage`.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import lzma
+import zlib
+from pathlib import Path
+from typing import BinaryIO
+
+from trajectory_lake.dependencies import missing_dependency
+
+try:
+    import zstandard
+except ImportError:  # pragma: no cover - zstandard is a dependency; a bare install still reads the rest
+    zstandard = None
+
+__all__ = ["COMPRESSION_SUFFIXES", "Decoded", "codec_of", "logical_path", "open_decoded", "skip"]
+
+# Suffixes a compressed file's name may end in; the name without one is what format detection sees.
+COMPRESSION_SUFFIXES = (".gz", ".gzip", ".bz2", ".xz", ".lzma", ".zst", ".zstd")
+# How many bytes of a file's head decide its codec.
+MAGIC_BYTES = 6
+_RAW_CHUNK = 1 << 16
+# Decoded bytes asked of a decoder at a time.
+_STEP = 1 << 16
+_BUFFER = 1 << 20
+
+
+def codec_of(head: bytes, name: str = "") -> str | None:
+    """The codec of a file that starts with ``head`` (``None``: not compressed), by its magic bytes.
+
+    The legacy ``.lzma`` container has no magic number, only a properties byte (almost always ``0x5d``,
+    which is also JSON's ``]``): it is taken as lzma only when the file is named ``*.lzma``.
+
+    Examples:
+        >>> codec_of(b"\\x1f\\x8b\\x08\\x00"), codec_of(b"BZh91AY&SY"), codec_of(b"\\xfd7zXZ\\x00")
+        ('gzip', 'bz2', 'xz')
+        >>> codec_of(b"(\\xb5/\\xfd"), codec_of(b'{"a": 1}'), codec_of(b"]\\x00\\x00\\x80\\x00", "x.lzma")
+        ('zstd', None, 'lzma')
+    """
+    if head.startswith(b"\x1f\x8b"):
+        return "gzip"
+    if head.startswith(b"BZh") and head[3:4].isdigit() and head[3:4] != b"0":
+        return "bz2"
+    if head.startswith(b"\xfd7zXZ\x00"):
+        return "xz"
+    if head.startswith(b"\x28\xb5\x2f\xfd"):
+        return "zstd"
+    if head.startswith(b"\x5d\x00\x00") and name.endswith(".lzma"):
+        return "lzma"
+    return None
+
+
+def logical_path(path: Path) -> Path:
+    """``path`` without its compression suffix: the name format detection and the adapters see.
+
+    Examples:
+        >>> logical_path(Path("run/output.jsonl.gz")).as_posix(), logical_path(Path("x.traj.zst")).name
+        ('run/output.jsonl', 'x.traj')
+        >>> logical_path(Path("preds.json")).name, logical_path(Path(".gz")).name
+        ('preds.json', '.gz')
+    """
+    name = path.name
+    for suffix in COMPRESSION_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return path.with_name(name[: -len(suffix)])
+    return path
+
+
+class Decoded(io.RawIOBase):
+    """The decompressed bytes of an open file. A decoding error ends the stream (what was decoded before
+    it stays read) and is kept in :attr:`damage`, with where in the compressed file it happened."""
+
+    def __init__(self, raw: BinaryIO, codec: str) -> None:
+        super().__init__()
+        self.codec = codec
+        self.damage: str | None = None
+        self._raw = raw
+        self._decoded = 0
+        self._pending = memoryview(b"")
+        self._inner = _decoder(raw, codec)
+        if self._inner is None:
+            self.damage = str(missing_dependency("zstandard", feature=f"reading a {codec}-compressed file"))
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        if not self._pending:
+            if self.damage is not None or not self._decode():
+                return 0
+        count = min(len(buffer), len(self._pending))
+        buffer[:count] = self._pending[:count]
+        self._pending = self._pending[count:]
+        return count
+
+    def _decode(self) -> bool:
+        """Decode the next ``_STEP`` bytes into the pending ones (whether there are any). The decoder is
+        always asked for the same steps, whatever the reader's buffer: what a broken stream gives before
+        it breaks is the same however it is read (the decoders drop the step they fail in)."""
+        try:
+            self._pending = memoryview(self._inner.read(_STEP))
+        except EOFError:
+            self.damage = (f"truncated {self.codec} stream: the file ends at byte {self._raw.tell()} "
+                           f"before its end-of-stream marker ({self._decoded} bytes decoded; what they hold "
+                           "was read as a truncated file)")
+            return False
+        except (OSError, ValueError, zlib.error, lzma.LZMAError, *_zstd_errors()) as exc:
+            self.damage = (f"corrupt {self.codec} stream at about byte {self._raw.tell()} "
+                           f"({type(exc).__name__}: {exc}; {self._decoded} bytes decoded before it were read "
+                           "as a truncated file)")
+            return False
+        self._decoded += len(self._pending)
+        return bool(self._pending)
+
+    def close(self) -> None:
+        try:
+            if self._inner is not None:
+                self._inner.close()
+        finally:
+            self._raw.close()
+            super().close()
+
+
+def open_decoded(path: Path, codec: str) -> io.BufferedReader:
+    """``path``'s decompressed bytes as a buffered stream (``stream.raw`` is the :class:`Decoded`; a zstd file
+    without the ``zstandard`` module reads as empty, with the reason as its damage).
+
+    Raises:
+        OSError: the file cannot be opened.
+    """
+    return io.BufferedReader(Decoded(path.open("rb"), codec), buffer_size=_BUFFER)
+
+
+def skip(stream: BinaryIO, count: int) -> int:
+    """Read and drop ``count`` bytes of ``stream`` (a decompressed stream cannot seek); the bytes skipped."""
+    skipped = 0
+    while skipped < count and (chunk := stream.read(min(_BUFFER, count - skipped))):
+        skipped += len(chunk)
+    return skipped
+
+
+def _decoder(raw: BinaryIO, codec: str) -> io.RawIOBase | io.BufferedIOBase | None:
+    if codec == "gzip":
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if codec == "bz2":
+        return bz2.BZ2File(raw)
+    if codec == "xz":
+        return lzma.LZMAFile(raw, format=lzma.FORMAT_XZ)
+    if codec == "lzma":
+        return lzma.LZMAFile(raw, format=lzma.FORMAT_ALONE)
+    return None if zstandard is None else _ZstdFrames(raw)
+
+
+def _zstd_errors() -> tuple[type[Exception], ...]:
+    return () if zstandard is None else (zstandard.ZstdError,)
+
+
+class _ZstdFrames(io.RawIOBase):
+    """zstd frames one after another, decoded as they are read; a frame cut short raises ``EOFError``, as
+    the standard library's decoders do (``zstandard``'s own stream reader ends silently there)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        super().__init__()
+        self._raw = raw
+        self._frame = zstandard.ZstdDecompressor().decompressobj()
+        self._begun = False  # the current frame has had input
+        self._out = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        while not self._out:
+            chunk = self._raw.read(_RAW_CHUNK // 8)  # small reads bound what one decode call may expand to
+            if not chunk:
+                if self._begun:
+                    raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+                return 0
+            self._out = memoryview(self._decode(chunk))
+        count = min(len(buffer), len(self._out))
+        buffer[:count] = self._out[:count]
+        self._out = self._out[count:]
+        return count
+
+    def _decode(self, data: bytes) -> bytes:
+        parts = []
+        while data:
+            self._begun = True
+            parts.append(self._frame.decompress(data))
+            if not self._frame.eof:
+                break
+            data = self._frame.unused_data
+            self._frame = zstandard.ZstdDecompressor().decompressobj()
+            self._begun = False
+        return b"".join(parts)
