@@ -29,6 +29,7 @@ CODECS: dict[str, tuple[str, Callable[[bytes], bytes]]] = {
     "gzip": (".gz", lambda data: gzip.compress(data, mtime=0)),
     "bz2": (".bz2", lambda data: bz2.compress(data, compresslevel=1)),  # 100 kB blocks: a cut file has some
     "xz": (".xz", lambda data: lzma.compress(data, format=lzma.FORMAT_XZ)),
+    "lzma": (".lzma", lambda data: lzma.compress(data, format=lzma.FORMAT_ALONE)),  # the legacy container
     "zstd": (".zst", lambda data: zstandard.ZstdCompressor().compress(data)),
 }
 # Columns that name the file a row was read from: the only ones a compressed copy may change.
