@@ -169,6 +169,12 @@ class Lake:
                 if version is not None:
                     dt.load_as_version(when)
         except (DeltaTableNotFound, FileNotFoundError) as exc:
+            if self.is_local and not Path(self.uri).exists():  # delta-rs' own text adds only an OS error
+                raise TableNotFoundError(f"no lake at {self.uri}: the directory does not exist "
+                                         "(harvest ingest creates it)") from exc
+            if self.is_local and not Path(self.table_uri(table)).exists():
+                raise TableNotFoundError(f"lake table {table!r} not found at {self.table_uri(table)}: the lake "
+                                         "has no such table yet (harvest ingest creates it)") from exc
             raise TableNotFoundError(f"lake table {table!r} not found at {self.table_uri(table)}: "
                                      f"{_one_line(exc)}") from exc
         except DeltaError as exc:

@@ -214,7 +214,7 @@ class TestLakeCommands:
     def test_lake_history_of_a_lake_without_tables_exits_non_zero(self, harvest, tmp_path):
         result = _run(harvest, "lake", "history", "candidates", "--lake", str(tmp_path / "nowhere"))
         assert result.exit_code == 1, result.exception
-        assert "lake table 'candidates' not found" in result.stderr
+        assert f"no lake at {tmp_path / 'nowhere'}: the directory does not exist" in result.stderr
 
     @pytest.mark.parametrize("as_of", ["2999-01-01", "2999-01-01T00:00:00", "2999-01-01T00:00Z"])
     def test_lake_read_as_of_an_iso_time_without_zone_or_seconds_reads_the_table(
@@ -278,10 +278,23 @@ class TestLakeCommandErrors:
         result = _run(harvest, "lake", *command, "--lake", str(tmp_path / "nowhere"))
         self._fails(result, 1, str(tmp_path / "nowhere"))
 
-    def test_a_multi_line_delta_rs_error_is_printed_on_one_line(self, harvest, tmp_path):
-        # delta-rs: 'Local path "..." does not exist or you don't have access!\nError: Os { ... }'
+    def test_a_missing_lake_or_table_is_said_once_not_with_delta_rs_os_error(self, harvest, tmp_path):
+        # delta-rs' own text, 'Local path "..." does not exist or you don't have access!\nError: Os { ... }',
+        # repeated what the first half said, after it
         result = _run(harvest, "lake", "history", "candidates", "--lake", str(tmp_path / "nowhere"))
-        self._fails(result, 1, "lake table 'candidates' not found", "does not exist")
+        line = self._fails(result, 1, f"no lake at {tmp_path / 'nowhere'}", "harvest ingest creates it")
+        assert "Os {" not in line and "Local path" not in line
+        (tmp_path / "lake" / "tasks").mkdir(parents=True)
+        result = _run(harvest, "lake", "history", "candidates", "--lake", str(tmp_path / "lake"))
+        line = self._fails(result, 1, "lake table 'candidates' not found", "has no such table yet")
+        assert "Os {" not in line
+
+    def test_a_multi_line_delta_rs_error_is_printed_on_one_line(self, harvest, tmp_path):
+        # a table folder without a log: delta-rs' message, whatever its lines, as one
+        (tmp_path / "lake" / "candidates" / "_delta_log").mkdir(parents=True)
+        (tmp_path / "lake" / "candidates" / "_delta_log" / "00000000000000000000.json").write_text("{\n}\n")
+        result = _run(harvest, "lake", "history", "candidates", "--lake", str(tmp_path / "lake"))
+        self._fails(result, 1, "candidates")
 
     def test_an_unreachable_object_store_fails_on_one_line(self, harvest):
         options = {"AWS_ENDPOINT_URL": "http://127.0.0.1:1", "AWS_ALLOW_HTTP": "true",
