@@ -173,8 +173,8 @@ class Lake:
                 raise TableNotFoundError(f"no lake at {self.uri}: the directory does not exist "
                                          "(harvest ingest creates it)") from exc
             if self.is_local and not Path(self.table_uri(table)).exists():
-                raise TableNotFoundError(f"lake table {table!r} not found at {self.table_uri(table)}: the lake "
-                                         "has no such table yet (harvest ingest creates it)") from exc
+                raise TableNotFoundError(f"lake table {table!r} not found at {self.table_uri(table)}: the "
+                                         "lake has no such table yet (harvest ingest creates it)") from exc
             raise TableNotFoundError(f"lake table {table!r} not found at {self.table_uri(table)}: "
                                      f"{_one_line(exc)}") from exc
         except DeltaError as exc:
