@@ -28,8 +28,11 @@ __all__ = ["COMPRESSION_SUFFIXES", "Decoded", "codec_of", "logical_path", "open_
 
 # Suffixes a compressed file's name may end in; the name without one is what format detection sees.
 COMPRESSION_SUFFIXES = (".gz", ".gzip", ".bz2", ".xz", ".lzma", ".zst", ".zstd")
-# How many bytes of a file's head decide its codec.
-MAGIC_BYTES = 6
+# How many bytes of a file's head decide its codec (bzip2's: its header, then a block's or the end's magic).
+MAGIC_BYTES = 10
+# What follows a bzip2 header: the magic of a first block (pi's digits) or, in an empty stream, of its end
+# (sqrt(pi)'s). "BZh" and a digit alone start some text files too.
+_BZ2_MAGIC = (b"1AY&SY", b"\x17rE8P\x90")
 _RAW_CHUNK = 1 << 16
 # Decoded bytes asked of a decoder at a time.
 _STEP = 1 << 16
@@ -39,6 +42,7 @@ _BUFFER = 1 << 20
 def codec_of(head: bytes, name: str = "") -> str | None:
     """The codec of a file that starts with ``head`` (``None``: not compressed), by its magic bytes.
 
+    bzip2 is known by its header and the magic of its first block (or end), not by ``BZh`` and a digit alone.
     The legacy ``.lzma`` container has no magic number, only a properties byte (almost always ``0x5d``,
     which is also JSON's ``]``): it is taken as lzma only when the file is named ``*.lzma``.
 
@@ -47,10 +51,12 @@ def codec_of(head: bytes, name: str = "") -> str | None:
         ('gzip', 'bz2', 'xz')
         >>> codec_of(b"(\\xb5/\\xfd"), codec_of(b'{"a": 1}'), codec_of(b"]\\x00\\x00\\x80\\x00", "x.lzma")
         ('zstd', None, 'lzma')
+        >>> codec_of(b"BZh9 notes"), codec_of(b"BZh9\\x17rE8P\\x90\\x00")
+        (None, 'bz2')
     """
     if head.startswith(b"\x1f\x8b"):
         return "gzip"
-    if head.startswith(b"BZh") and head[3:4].isdigit() and head[3:4] != b"0":
+    if head.startswith(b"BZh") and head[3:4].isdigit() and head[3:4] != b"0" and head[4:10] in _BZ2_MAGIC:
         return "bz2"
     if head.startswith(b"\xfd7zXZ\x00"):
         return "xz"

@@ -536,11 +536,15 @@ def _parts(source: SourceFile, adapter: Adapter, part_bytes: int) -> list[Source
 
     One streaming pass hashes the file (every part carries the file's hash) and counts line breaks
     by ``bytes.splitlines``' rule, so each part numbers its lines as the whole file would. A compressed
-    file is cut the same way in its decompressed bytes (the pass decodes it as a stream); its parts get
-    their bytes when they are read (:class:`PartLoader`).
+    file is cut the same way in its decompressed bytes (the pass decodes it as a stream; its hash was
+    taken when it was first decoded, :meth:`SourceFile.size`); its parts get their bytes when they are
+    read (:class:`PartLoader`).
     """
     if not adapter.splittable or source.size <= part_bytes or source.is_json_document():
         return [source]
+    # A compressed file's hash is known already: its decompressed bytes were hashed as they were first
+    # decoded (to learn their size, SourceFile._scan); a plain file's is taken in this pass.
+    known = source.sha256 if source.codec is not None else None
     digest = hashlib.sha256()
     cuts: list[tuple[int, int]] = [(0, 1)]  # (byte offset, number of the first line)
     position = lines = 0
@@ -548,7 +552,8 @@ def _parts(source: SourceFile, adapter: Adapter, part_bytes: int) -> list[Source
     next_cut = part_bytes
     with source.open() as handle:
         while chunk := handle.read(_HASH_CHUNK):
-            digest.update(chunk)
+            if known is None:
+                digest.update(chunk)
             start = 0
             while position + len(chunk) > next_cut:  # a cut falls in this chunk: after the next "\n"
                 newline = chunk.find(b"\n", max(start, next_cut - position))
@@ -562,7 +567,7 @@ def _parts(source: SourceFile, adapter: Adapter, part_bytes: int) -> list[Source
                 lines += _line_breaks(chunk[start:], previous)
                 previous = chunk[-1:]
             position += len(chunk)
-    sha256 = digest.hexdigest()
+    sha256 = known or digest.hexdigest()
     ends = [offset for offset, _ in cuts[1:]] + [position]
     return [
         SourceFile(source.file, span=(offset, end), first_line=first, sha256=sha256)

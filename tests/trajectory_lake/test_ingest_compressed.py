@@ -261,3 +261,56 @@ class TestParts:
             assert frame.equals(expected), table
         locators = parts_lake.read("quarantine")["locator"].sort().to_list()
         assert locators == ["line 151", "line 152"]
+
+
+class TestMagicBytes:
+    @pytest.mark.parametrize("text", [b"BZh9 notes on the run\n", b"BZh1AY&S is not a bzip2 block\n"])
+    def test_a_plain_file_that_starts_like_a_bzip2_header_is_read_as_plain(self, text, tmp_path):
+        # "BZh" and a level digit start every bzip2 stream, and some text: only the block magic that follows
+        # (pi's digits, or the end-of-stream marker of an empty stream) makes it bzip2.
+        path = tmp_path / "notes.jsonl"
+        path.write_bytes(text)
+        source = SourceFile(path)
+        assert source.codec is None and source.damage is None
+        assert source.head() == text and source.size == len(text)
+
+    @pytest.mark.parametrize("content", [b"", b'{"a": 1}\n'])
+    def test_a_bzip2_file_is_known_whether_or_not_it_holds_anything(self, content, tmp_path):
+        path = tmp_path / "x.jsonl.bz2"
+        path.write_bytes(bz2.compress(content))
+        source = SourceFile(path)
+        assert source.codec == "bz2" and source.damage is None and source.head() == content
+
+
+class TestHashing:
+    def test_a_compressed_file_cut_into_parts_is_hashed_once(self, shared_data, tmp_path, monkeypatch):
+        import hashlib
+
+        from trajectory_lake.adapters import detect
+        from trajectory_lake.ingest import _parts
+
+        content = (shared_data / "swebench-lite/candidates/20240402_sweagent_gpt4.jsonl").read_bytes()
+        packed = tmp_path / "all_preds.jsonl.gz"
+        packed.write_bytes(CODECS["gzip"][1](content))
+        hashed: list[int] = []
+        sha256 = hashlib.sha256
+
+        class Counting:
+            def __init__(self, data: bytes = b"") -> None:
+                self._digest = sha256(data)
+                hashed.append(len(data))
+
+            def update(self, data: bytes) -> None:
+                hashed.append(len(data))
+                self._digest.update(data)
+
+            def hexdigest(self) -> str:
+                return self._digest.hexdigest()
+
+        monkeypatch.setattr(hashlib, "sha256", Counting)
+        source = SourceFile(packed)
+        adapter = detect(source)
+        parts = _parts(source, adapter, 64 << 10)
+
+        assert len(parts) >= 5 and {part.sha256 for part in parts} == {sha256(content).hexdigest()}
+        assert sum(hashed) == len(content)  # the decompressed bytes went through SHA-256 once
