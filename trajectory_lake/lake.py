@@ -237,7 +237,8 @@ class Lake:
         snapshot.
 
         A file a later commit removed is still read (a compaction, or a MERGE that rewrote it): what a
-        commit added is what it added.
+        commit added is what it added. A file added without changing the data (``dataChange`` false: a
+        compaction's rewrite of rows already there) is not read: it adds no row.
         """
         columns = [*KEYS[table], *(c for c in columns if c not in KEYS[table])]
         schema = pa.schema([schema_of(table).field(name) for name in columns])
@@ -246,7 +247,7 @@ class Lake:
         parts = []
         for version in versions:
             for action in self._log_entry(table, version):
-                if "add" in action:
+                if "add" in action and action["add"].get("dataChange", True):
                     add = action["add"]
                     with store.open_input_file(unquote(add["path"])) as handle:
                         part = pq.read_table(handle, columns=[c for c in columns if c not in partitions])

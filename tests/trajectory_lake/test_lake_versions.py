@@ -263,6 +263,14 @@ class TestAppend:
         empty.discard(theirs)
         assert empty.commit(read_version=2) is None and lake.version("rerank_events") == 2
 
+    def test_the_keys_a_commit_added_are_those_of_its_new_rows_not_a_compactions_rewrite(self, compacted):
+        # An ingest whose commit a compaction refused reads the keys the commits since its read added: the
+        # compaction's files hold rows already there (dataChange false), which need no reading, however
+        # large the table.
+        assert compacted.added_keys("rerank_events", [3]).num_rows == 0
+        added = compacted.added_keys("rerank_events", [1, 2, 3])
+        assert sorted(added["request_id"].to_pylist()) == ["req-1", "req-2"]
+
     def test_an_unknown_table_is_rejected_with_the_known_names(self, tmp_path):
         with pytest.raises(ValueError, match="unknown lake table 'rollouts'; expected one of runs, tasks"):
             Lake(tmp_path / "lake").table_uri("rollouts")
