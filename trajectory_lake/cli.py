@@ -153,6 +153,10 @@ def ingest_command(
     if any(c.duplicate for c in report.counts.values()):
         click.echo("duplicate: a row already in the lake or read before in this ingest (each trajectory of "
                    "a run repeats its run and task rows)")
+    if report.commit_refusals:
+        refused = ", ".join(f"{table} {count}" for table, count in sorted(report.commit_refusals.items()))
+        click.echo(f"commits refused as other ingests committed first (their keys' rows here counted as "
+                   f"duplicates, then committed again): {refused}")
     for warning in report.warnings:
         click.echo(f"warning: {warning}", err=True)
     if report.skipped:

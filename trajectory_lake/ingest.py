@@ -149,6 +149,9 @@ class IngestReport:
             file it describes), by path, with the reason.
         warnings: things a user should know (labels that matched no candidate of their run, or several
             runs, and were quarantined, ...).
+        commit_refusals: per table, how many of its commits were refused because other ingests committed
+            after this one read its keys (each time, this ingest's rows of their keys were dropped and
+            counted as duplicates before it committed again); tables never refused are absent.
     """
 
     ingest_id: str
@@ -159,6 +162,7 @@ class IngestReport:
     skipped: list[str] = field(default_factory=list)
     ignored: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    commit_refusals: dict[str, int] = field(default_factory=dict)
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     finished_at: datetime | None = None
 
@@ -178,6 +182,7 @@ class IngestReport:
             "skipped": self.skipped,
             "ignored": self.ignored,
             "warnings": self.warnings,
+            "commit_refusals": dict(sorted(self.commit_refusals.items())),
             "started_at": self.started_at.isoformat(),
             "finished_at": self.finished_at.isoformat() if self.finished_at else None,
         }
@@ -1191,14 +1196,16 @@ class _Writer:
                     version = self.lake.append_stream(table, rows, metadata=metadata,
                                                       read_version=self._read_version(table))
                 except CommitConflictError:
-                    spilled = self.lake.staged_append(table)
+                    spilled, refused = self.lake.staged_append(table), True
                 else:
                     self._committed(table, version)
                     return
+        else:
+            refused = False
         if table in self.writers:
             with pa.OSFile(path) as handle:
                 spilled.write(self._resolved(table, pa.ipc.open_stream(handle)))
-        self._commit_pinned(table, spilled, metadata)
+        self._commit_pinned(table, spilled, metadata, refused=refused)
 
     def _read_version(self, table: str) -> int:
         """The version of ``table`` this ingest holds the keys of (the latest, if it never read them)."""
@@ -1213,21 +1220,26 @@ class _Writer:
         if self.read_at.get(table) == version - 1:
             self.read_at[table] = version
 
-    def _commit_pinned(self, table: str, staged: StagedAppend, metadata: dict[str, str]) -> None:
+    def _commit_pinned(self, table: str, staged: StagedAppend, metadata: dict[str, str], *,
+                       refused: bool = False) -> None:
         """Commit ``staged`` against the version this ingest holds ``table``'s keys of; while another
         commit followed it, take in the keys such commits added (dropping this ingest's rows of them,
         :meth:`_settle`), hold the new latest version and try again, up to :data:`_COMMIT_ATTEMPTS`
-        times with a random backoff. No version of the table ever holds a key twice."""
+        times with a random backoff (``refused``: the first attempt, an append of the same rows, already
+        was). No version of the table ever holds a key twice."""
         for attempt in range(_COMMIT_ATTEMPTS):
             base = self._read_version(table)
+            if refused:
+                self.report.commit_refusals[table] = self.report.commit_refusals.get(table, 0) + 1
+                latest = self.lake.version(table)
+                others = self._settle(table, staged, base, latest, metadata)
+                self.read_at[table] = base = max(latest, base)
+                if others:  # spread the ingests that lost the same race
+                    time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
             try:
                 version = staged.commit(metadata, read_version=base)
             except CommitConflictError:
-                latest = self.lake.version(table)
-                others = self._settle(table, staged, base, latest, metadata)
-                self.read_at[table] = max(latest, self.read_at[table])
-                if others:  # spread the ingests that lost the same race
-                    time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
+                refused = True
                 continue
             if version is not None:
                 self._committed(table, version)

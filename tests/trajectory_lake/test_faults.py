@@ -517,6 +517,24 @@ class TestKeysCommittedMeanwhile:
             committed = [lake.commit_info(table, v).get("harvest.ingest_id") for v in versions]
             assert second.ingest_id not in committed, table
 
+    @pytest.mark.parametrize("how", ["one commit", "written in parts"])
+    def test_the_report_counts_each_tables_commit_refusals(self, shared_data, tmp_path, monkeypatch, how):
+        ingest_module = importlib.import_module("trajectory_lake.ingest")
+
+        source = shared_data / "formats" / "mini-swe-agent"
+        lake = Lake(tmp_path / "lake")
+        first = []
+        _meanwhile(monkeypatch, lambda: first.append(ingest([source], lake)))
+        if how == "written in parts":
+            monkeypatch.setattr(ingest_module, "WRITE_CHUNK_BYTES", 1)
+        second = ingest([source], lake)
+        # Each table the other ingest committed first refused this one's commit once (an append, or a
+        # commit of parts); every row then was a duplicate: no second attempt. The first was never refused.
+        written = {table for table in (*DATA_TABLES, "quarantine") if lake.read(table).height}
+        assert second.commit_refusals == dict.fromkeys(sorted(written), 1)
+        assert second.to_dict()["commit_refusals"] == second.commit_refusals
+        assert first[0].commit_refusals == {} and first[0].to_dict()["commit_refusals"] == {}
+
     @pytest.mark.parametrize("meanwhile", ["dataset", "trajectories"])
     def test_a_datasets_task_row_wins_over_an_inferred_one_whichever_commits_first(
             self, shared_data, tmp_path, monkeypatch, meanwhile):
