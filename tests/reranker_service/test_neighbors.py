@@ -265,7 +265,7 @@ class TestIndexBuildAndServing:
         async def run() -> tuple[dict, float]:
             async with RerankService(Settings(lake=str(missing), neighbors=True), DummyBackend()) as service:
                 started = time.monotonic()
-                reason = r"could not be built: TableNotFoundError: .*not found"
+                reason = r"could not be built: TableNotFoundError: no lake at .*does not exist"
                 with pytest.raises(RuntimeError, match=reason):
                     await service.wait_for_index(WAIT_S)
                 return service.index_status(), time.monotonic() - started

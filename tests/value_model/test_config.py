@@ -244,7 +244,7 @@ class TestDeviceMissingFailsBeforeTheData:
         result = CliRunner().invoke(main, ["train", "--lake", str(tmp_path / "no-lake"), "--device", "cpu"])
         assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
         errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
-        assert len(errors) == 1 and "lake table 'runs' not found" in errors[0], result.output
+        assert len(errors) == 1 and f"no lake at {tmp_path / 'no-lake'}" in errors[0], result.output
         assert "Traceback" not in result.output
 
 

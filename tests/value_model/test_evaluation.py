@@ -381,7 +381,7 @@ class TestModelAndTracking:
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
         errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
-        assert len(errors) == 1 and "lake table 'runs' not found" in errors[0], result.output
+        assert len(errors) == 1 and f"no lake at {tmp_path / 'no-lake'}" in errors[0], result.output
         assert "Traceback" not in result.output
 
     def test_a_model_scores_a_candidates_file_one_prompt_per_task(self, tmp_path, tiny_model_dir):
