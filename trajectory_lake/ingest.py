@@ -1232,8 +1232,9 @@ class _Writer:
             if refused:
                 self.report.commit_refusals[table] = self.report.commit_refusals.get(table, 0) + 1
                 latest = self.lake.version(table)
+                self.read_at[table] = max(latest, base)  # before _settle: its own MERGE may move it on
                 others = self._settle(table, staged, base, latest, metadata)
-                self.read_at[table] = base = max(latest, base)
+                base = self.read_at[table]
                 if others:  # spread the ingests that lost the same race
                     time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
             try:
@@ -1290,7 +1291,7 @@ class _Writer:
         counts.written += replaced
         counts.duplicate -= replaced
         if version is not None:
-            self.report.versions[table] = version
+            self._committed(table, version)
         return True
 
     def _learn(self, table: str, added: pl.DataFrame) -> None:

@@ -535,6 +535,19 @@ class TestKeysCommittedMeanwhile:
         assert second.to_dict()["commit_refusals"] == second.commit_refusals
         assert first[0].commit_refusals == {} and first[0].to_dict()["commit_refusals"] == {}
 
+    def test_an_upgrade_made_on_a_refusal_does_not_refuse_the_commit_after_it(self, shared_data, tmp_path,
+                                                                              monkeypatch):
+        # The dataset's ingest finds the tasks it stages committed meanwhile as inferred rows: its commit
+        # is refused once, it upgrades those rows (its own MERGE, right after the others' commit) and then
+        # commits the rest against that MERGE, not refused by its own commit.
+        lake = Lake(tmp_path / "lake")
+        _meanwhile(monkeypatch, lambda: ingest([shared_data / "formats" / "mini-swe-agent"], lake))
+        report = ingest([shared_data / "swebench-lite" / "tasks.jsonl"], lake)
+        assert report.commit_refusals == {"tasks": 1}
+        operations = [lake.commit_info("tasks", v).get("operation") for v in range(lake.version("tasks") + 1)]
+        assert operations == ["CREATE TABLE", "WRITE", "MERGE", "WRITE"]
+        assert report.versions["tasks"] == 3
+
     @pytest.mark.parametrize("meanwhile", ["dataset", "trajectories"])
     def test_a_datasets_task_row_wins_over_an_inferred_one_whichever_commits_first(
             self, shared_data, tmp_path, monkeypatch, meanwhile):
