@@ -896,8 +896,8 @@ class _Writer:
     def _inferred_tasks(self) -> set[str]:
         """Task ids whose lake row was only inferred from a trajectory (a dataset's row replaces it)."""
         if self.inferred_tasks is None:
-            rows = (self._existing("tasks").filter(pl.col("benchmark").is_null() & pl.col("reference").is_null())
-                    .select("task_id").collect())
+            inferred = pl.col("benchmark").is_null() & pl.col("reference").is_null()
+            rows = self._existing("tasks").filter(inferred).select("task_id").collect()
             self.inferred_tasks = set(rows["task_id"].to_list())
         return self.inferred_tasks
 
