@@ -14,6 +14,7 @@ import gzip
 import io
 import lzma
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -173,40 +174,122 @@ def _zstd_errors() -> tuple[type[Exception], ...]:
 
 
 class _ZstdFrames(io.RawIOBase):
-    """zstd frames one after another, decoded as they are read; a frame cut short raises ``EOFError``, as
-    the standard library's decoders do (``zstandard``'s own stream reader ends silently there)."""
+    """zstd frames one after another, decoded as they are read, at most what is asked at a time; a frame
+    cut short raises ``EOFError``, as the standard library's decoders do.
+
+    ``zstandard``'s stream reader bounds each read's output (a ``decompressobj`` returns all that its input
+    expands to: 16 KB of a highly repetitive file made 512 MB at once) but ends silently where a frame is
+    cut short, so the compressed bytes it reads are walked by :class:`_FrameWalk`, which knows whether the
+    last frame ended."""
 
     def __init__(self, raw: BinaryIO) -> None:
         super().__init__()
-        self._raw = raw
-        self._frame = zstandard.ZstdDecompressor().decompressobj()
-        self._begun = False  # the current frame has had input
-        self._out = memoryview(b"")
+        self._walk = _FrameWalk()
+        self._reader = zstandard.ZstdDecompressor().stream_reader(
+            _Watched(raw, self._walk), read_size=_RAW_CHUNK, read_across_frames=True, closefd=False)
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        while not self._out:
-            chunk = self._raw.read(_RAW_CHUNK // 8)  # small reads bound what one decode call may expand to
-            if not chunk:
-                if self._begun:
-                    raise EOFError("Compressed file ended before the end-of-stream marker was reached")
-                return 0
-            self._out = memoryview(self._decode(chunk))
-        count = min(len(buffer), len(self._out))
-        buffer[:count] = self._out[:count]
-        self._out = self._out[count:]
-        return count
+        data = self._reader.read(len(buffer))
+        if not data and not self._walk.complete:
+            raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+        buffer[: len(data)] = data
+        return len(data)
 
-    def _decode(self, data: bytes) -> bytes:
-        parts = []
-        while data:
-            self._begun = True
-            parts.append(self._frame.decompress(data))
-            if not self._frame.eof:
-                break
-            data = self._frame.unused_data
-            self._frame = zstandard.ZstdDecompressor().decompressobj()
-            self._begun = False
-        return b"".join(parts)
+    def close(self) -> None:
+        self._reader.close()
+        super().close()
+
+
+class _Watched:
+    """``raw``'s ``read``, each chunk also fed to ``walk``."""
+
+    def __init__(self, raw: BinaryIO, walk: _FrameWalk) -> None:
+        self._raw, self._walk = raw, walk
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._raw.read(size)
+        self._walk.feed(data)
+        return data
+
+
+_ZSTD_MAGIC = 0xFD2FB528
+_SKIPPABLE = range(0x184D2A50, 0x184D2A60)
+
+
+class _FrameWalk:
+    """Follows the frame and block headers of a zstd stream (RFC 8878) as its bytes go by, without decoding
+    them: :attr:`complete` says whether the bytes so far end between frames (and so a stream that stops
+    there is whole).
+
+    Examples:
+        >>> walk = _FrameWalk()
+        >>> frame = bytes.fromhex("28b52ffd2005290000") + b"hello"  # one last raw block of 5 bytes
+        >>> walk.feed(frame[:7]), walk.complete
+        (None, False)
+        >>> walk.feed(frame[7:]), walk.complete
+        (None, True)
+    """
+
+    def __init__(self) -> None:
+        self._need, self._then = 4, self._magic  # header bytes wanted, and what reads them
+        self._buffer = b""
+        self._skip = 0  # block content (and checksum) bytes to pass
+        self._checksum = False
+        self._broken = False  # not a zstd stream here: the decoder reports it
+
+    @property
+    def complete(self) -> bool:
+        return self._broken or (self._then == self._magic and not self._buffer and not self._skip)
+
+    def feed(self, data: bytes) -> None:
+        at = 0
+        while at < len(data) and not self._broken:
+            if self._skip:
+                passed = min(self._skip, len(data) - at)
+                self._skip -= passed
+                at += passed
+                continue
+            taken = data[at: at + self._need - len(self._buffer)]
+            self._buffer += taken
+            at += len(taken)
+            if len(self._buffer) == self._need:
+                header, self._buffer = self._buffer, b""
+                self._then(header)
+
+    def _expect(self, count: int, then: Callable[[bytes], None], *, skip: int = 0) -> None:
+        self._skip, self._need, self._then = skip, count, then
+
+    def _magic(self, header: bytes) -> None:
+        magic = int.from_bytes(header, "little")
+        if magic == _ZSTD_MAGIC:
+            self._expect(1, self._descriptor)
+        elif magic in _SKIPPABLE:
+            self._expect(4, self._skippable)
+        else:
+            self._broken = True
+
+    def _skippable(self, header: bytes) -> None:
+        self._expect(4, self._magic, skip=int.from_bytes(header, "little"))
+
+    def _descriptor(self, header: bytes) -> None:
+        descriptor = header[0]
+        single_segment = descriptor >> 5 & 1
+        self._checksum = bool(descriptor >> 2 & 1)
+        rest = (0 if single_segment else 1) + (0, 1, 2, 4)[descriptor & 3]
+        rest += (single_segment, 2, 4, 8)[descriptor >> 6]  # the frame content size
+        self._expect(3, self._block, skip=rest)
+
+    def _block(self, header: bytes) -> None:
+        value = int.from_bytes(header, "little")
+        last, kind, size = value & 1, value >> 1 & 3, value >> 3
+        if kind == 3:  # reserved
+            self._broken = True
+            return
+        content = 1 if kind == 1 else size  # an RLE block stores its one byte
+        if not last:
+            self._expect(3, self._block, skip=content)
+        else:
+            self._expect(4, self._magic, skip=content + (4 if self._checksum else 0))

@@ -314,3 +314,46 @@ class TestHashing:
 
         assert len(parts) >= 5 and {part.sha256 for part in parts} == {sha256(content).hexdigest()}
         assert sum(hashed) == len(content)  # the decompressed bytes went through SHA-256 once
+
+
+class TestZstdFrames:
+    def test_a_small_file_that_expands_hugely_is_decoded_in_bounded_steps(self, tmp_path):
+        # A zstd decompressobj returns all its input expands to: 16 KB of newlines made 512 MB at once. (The
+        # child's own high-water mark: ru_maxrss would keep the forking pytest's.)
+        import subprocess
+        import sys
+
+        bomb = tmp_path / "bomb.jsonl.zst"
+        packer = zstandard.ZstdCompressor().compressobj()
+        parts = [packer.compress(b"\n" * (1 << 20)) for _ in range(256)]
+        bomb.write_bytes(b"".join([*parts, packer.flush()]))
+        assert bomb.stat().st_size < 64 * 1024
+        script = (
+            "import sys; from pathlib import Path; from trajectory_lake._compression import open_decoded\n"
+            "stream, total = open_decoded(Path(sys.argv[1]), 'zstd'), 0\n"
+            "while chunk := stream.read(1 << 16): total += len(chunk)\n"
+            "peak = [line for line in open('/proc/self/status') if line.startswith('VmHWM:')][0].split()[1]\n"
+            "print(total, stream.raw.damage, int(peak) // 1024)\n"
+        )
+        command = [sys.executable, "-c", script, str(bomb)]
+        out = subprocess.run(command, capture_output=True, text=True, check=True)
+        total, damage, peak_mib = out.stdout.split()
+        assert (int(total), damage) == (256 << 20, "None")
+        assert int(peak_mib) < 128, f"peak RSS {peak_mib} MiB decoding 256 MiB"
+
+    def test_frames_skippable_frames_and_a_cut_in_any_of_them(self, tmp_path):
+        first = zstandard.ZstdCompressor(write_checksum=True).compress(b'{"a": 1}\n' * 5000)
+        skippable = (0x184D2A53).to_bytes(4, "little") + (3).to_bytes(4, "little") + b"xyz"
+        packer = zstandard.ZstdCompressor(level=19).compressobj()  # no content size, several blocks
+        second = packer.compress(bytes(range(256)) * 2000) + packer.flush()
+        whole = first + skippable + second
+        path = tmp_path / "frames.zst"
+        path.write_bytes(whole)
+        stream = _compression.open_decoded(path, "zstd")
+        assert stream.read() == b'{"a": 1}\n' * 5000 + bytes(range(256)) * 2000 and stream.raw.damage is None
+        for cut in (3, len(first) - 1, len(first) + 5, len(first) + len(skippable) + 4, len(whole) - 1):
+            path.write_bytes(whole[:cut])
+            stream = _compression.open_decoded(path, "zstd")
+            stream.read()
+            damage = stream.raw.damage
+            assert damage is not None and damage.startswith("truncated zstd stream"), cut
