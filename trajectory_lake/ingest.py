@@ -133,6 +133,12 @@ class TableCounts:
     duplicate: int = 0
     quarantined: int = 0
 
+    def rewrite(self, rows: int) -> None:
+        """Count ``rows`` counted as duplicates as written instead (a negative number: the other way round),
+        keeping ``read = written + duplicate + quarantined``."""
+        self.written += rows
+        self.duplicate -= rows
+
 
 @dataclass
 class IngestReport:
@@ -1274,8 +1280,7 @@ class _Writer:
         if table == "quarantine":  # (its rows are not counted)
             return True
         counts = self.report.counts[table]
-        counts.written -= ours.height
-        counts.duplicate += ours.height
+        counts.rewrite(-ours.height)
         richer, version = ours.to_dicts(), None
         if table == "tasks":
             replaced, version = _upgrade_inferred_tasks(self.lake, richer, me, self.now, metadata)
@@ -1288,8 +1293,7 @@ class _Writer:
             replaced = len(grown)
         else:
             return True
-        counts.written += replaced
-        counts.duplicate -= replaced
+        counts.rewrite(replaced)
         if version is not None:
             self._committed(table, version)
         return True
@@ -1323,15 +1327,13 @@ class _Writer:
             if table == "tasks" and self.task_upgrades:
                 upgraded, version = _upgrade_inferred_tasks(self.lake, self.task_upgrades, report.ingest_id,
                                                             self.now, metadata)
-                report.counts["tasks"].written += upgraded
-                report.counts["tasks"].duplicate -= upgraded
+                report.counts["tasks"].rewrite(upgraded)
                 if version is not None:
                     self._committed("tasks", version)
             if self.grown.get(table):
                 grown, version = _replace_grown(self.lake, table, list(self.grown[table].values()),
                                                 report.ingest_id, self.now, metadata)
-                report.counts[table].written += len(grown)
-                report.counts[table].duplicate -= len(grown)
+                report.counts[table].rewrite(len(grown))
                 if version is not None:
                     self._committed(table, version)
             self._append_staged(table, metadata)

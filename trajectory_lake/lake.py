@@ -469,8 +469,7 @@ class Lake:
         dt = self.delta_table(table)
         write_deltalake(dt, rows, mode="append", target_file_size=_APPEND_FILE_BYTES,
                         writer_properties=_WRITER_PROPERTIES,
-                        commit_properties=CommitProperties(custom_metadata=dict(metadata or {}),
-                                                           max_commit_retries=_MAX_COMMIT_RETRIES))
+                        commit_properties=_commit_properties(metadata, read_version=None))
         return dt.version()  # this commit's: the table's latest may already be another writer's
 
 
