@@ -210,6 +210,16 @@ def _discard(path: Path) -> Path:
     return doomed
 
 
+def _remove(directory: Path, paths: Iterable[Path]) -> None:
+    """Remove ``paths`` (checkpoints or folders of them, in ``directory``): each renamed out of every listing
+    (:func:`_discard`), the directory flushed, and only then deleted."""
+    doomed = [_discard(path) for path in paths]
+    if doomed:
+        _sync_directory(directory)
+    for path in doomed:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def _abandoned_order(folder: Path) -> tuple[int, str, int, str]:
     # when it was set aside, by its name; a folder from before names held that time sorts first, by mtime
     found = _ABANDONED_AT.fullmatch(folder.name)
@@ -227,11 +237,7 @@ def _prune_abandoned(directory: Path, keep: int, resumed: Path) -> list[Path]:
                      key=_abandoned_order)
     source = resumed.resolve()
     removed = [p for p in folders[:max(len(folders) - keep, 0)] if p.resolve() not in source.parents]
-    doomed = [_discard(p) for p in removed]
-    if doomed:
-        _sync_directory(directory)
-    for path in doomed:
-        shutil.rmtree(path, ignore_errors=True)
+    _remove(directory, removed)
     return removed
 
 
@@ -360,12 +366,10 @@ def _publish(tmp: Path, final: Path) -> None:
     if final.exists():
         staged = final.with_name(f"{final.name}.new")
         if staged.exists():  # of an interrupted replacement: older than ``tmp``
-            shutil.rmtree(_discard(staged))
+            _remove(directory, [staged])
         tmp.rename(staged)
         _sync_directory(directory)
-        old = _discard(final)  # out of every listing before any file of it goes
-        _sync_directory(directory)
-        shutil.rmtree(old)
+        _remove(directory, [final])  # out of every listing before any file of it goes
         tmp = staged
     tmp.rename(final)
     _sync_directory(directory)
@@ -430,11 +434,8 @@ def save_checkpoint(
     if runtime.is_main:
         _flush(tmp)
         _publish(tmp, final)
-        stale = [_discard(p) for p in list_checkpoints(directory)[:-keep]]
-        if stale:
-            _sync_directory(directory)  # out of every listing before any file of theirs goes
-        # the stale ones; and any left by a crash while writing or removing
-        for half in directory.glob(f"{_TMP_PREFIX}*"):
+        _remove(directory, list_checkpoints(directory)[:-keep])
+        for half in directory.glob(f"{_TMP_PREFIX}*"):  # left by a crash while writing or removing
             shutil.rmtree(half, ignore_errors=True)
         _sync_directory(directory)
         logger.info("checkpoint %s (step %d, epoch %d)", final, state.step, state.epoch)
