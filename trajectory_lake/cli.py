@@ -27,7 +27,7 @@ from trajectory_lake.schema import TABLE_NAMES
 if TYPE_CHECKING:
     from trajectory_lake.lake import Lake
 
-__all__ = ["dataclass_options", "lake_option", "main", "open_lake", "storage_option"]
+__all__ = ["clear_errors", "dataclass_options", "lake_option", "main", "open_lake", "storage_option"]
 
 
 def _parse_storage_options(pairs: tuple[str, ...]) -> dict[str, str] | None:
@@ -75,7 +75,7 @@ def _delta_errors() -> tuple[type[Exception], ...]:
     return (module.DeltaError,) if module is not None and hasattr(module, "DeltaError") else ()
 
 
-def _clear_errors(func: Any) -> Any:  # noqa: ANN401 - a click command
+def clear_errors(func: Any) -> Any:  # noqa: ANN401 - a click command
     """Turn the lake's errors, delta-rs' and the object store's into one line and exit status 1.
 
     delta-rs and object_store messages span several lines with ANSI colours; a command that fails
@@ -127,7 +127,7 @@ def _existing_tables(lake: Lake, tables: tuple[str, ...]) -> list[str]:
 @click.option("--commit-mb", type=click.IntRange(min=1), default=None,
               help="Commit the staged rows whenever they reach this many MB (several commits per table, all "
                    "with this ingest's id): bounds memory on huge ingests. [default: one commit per table]")
-@_clear_errors
+@clear_errors
 def ingest_command(
     paths: tuple[str, ...], lake_uri: str | None, storage_options: tuple[str, ...], as_json: bool, max_raw_bytes: int,
     workers: int | None, commit_mb: int | None,
@@ -174,7 +174,7 @@ def lake_group() -> None:
 @lake_group.command("versions")
 @lake_option
 @storage_option
-@_clear_errors
+@clear_errors
 def lake_versions(lake_uri: str | None, storage_options: tuple[str, ...]) -> None:
     """Print the latest version and row count of every table."""
     lake = open_lake(lake_uri, storage_options)
@@ -189,7 +189,7 @@ def lake_versions(lake_uri: str | None, storage_options: tuple[str, ...]) -> Non
 @click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True,
               help="Commits to print (0 = all).")
 @click.option("--json", "as_json", is_flag=True, help="Print every commit's whole commit info as JSON.")
-@_clear_errors
+@clear_errors
 def lake_history(table: str, lake_uri: str | None, storage_options: tuple[str, ...], limit: int,
                  as_json: bool) -> None:
     """Print a table's commits, newest first: time (UTC), operation, its file counts and Harvest metadata."""
@@ -249,7 +249,7 @@ def _pick_version(version: int | None, as_of: str | None) -> int | datetime | No
               default="table", show_default=True,
               help="jsonl writes bytes (the quarantine's raw) as base64; "
                    "csv leaves them and nested columns out.")
-@_clear_errors
+@clear_errors
 def lake_read(table: str, lake_uri: str | None, storage_options: tuple[str, ...], version_: int | None,
               as_of: str | None, limit: int, columns: str | None, fmt: str) -> None:
     """Print a table's rows, at any version or time."""
@@ -291,7 +291,7 @@ def lake_read(table: str, lake_uri: str | None, storage_options: tuple[str, ...]
 @storage_option
 @_version_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@_clear_errors
+@clear_errors
 def lake_stats(tables: tuple[str, ...], lake_uri: str | None, storage_options: tuple[str, ...],
                version_: int | None, as_of: str | None, as_json: bool) -> None:
     """Version, rows, files and bytes of each table (all by default)."""
@@ -312,7 +312,7 @@ def lake_stats(tables: tuple[str, ...], lake_uri: str | None, storage_options: t
 @lake_option
 @storage_option
 @click.option("--z-order", default=None, help="Comma-separated columns to z-order by instead of plain compaction.")
-@_clear_errors
+@clear_errors
 def lake_optimize(tables: tuple[str, ...], lake_uri: str | None, storage_options: tuple[str, ...],
                   z_order: str | None) -> None:
     """Compact small files (each ingest adds one file per table); rows and old versions stay as they were."""
@@ -333,7 +333,7 @@ def lake_optimize(tables: tuple[str, ...], lake_uri: str | None, storage_options
                    "shorter than a running ingest deletes its uncommitted parts "
                    "[default: the table's retention, 30 days].")
 @click.option("--dry-run/--no-dry-run", default=True, show_default=True, help="Only list what would be deleted.")
-@_clear_errors
+@clear_errors
 def lake_vacuum(tables: tuple[str, ...], lake_uri: str | None, storage_options: tuple[str, ...],
                 retention_hours: int | None, dry_run: bool) -> None:
     """Delete unreferenced data files; versions pinned by saved slice manifests stay readable."""

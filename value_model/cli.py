@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from trajectory_lake.cli import _clear_errors, dataclass_options, lake_option, open_lake, storage_option
+from trajectory_lake.cli import clear_errors, dataclass_options, lake_option, open_lake, storage_option
 from value_model.config import TrainConfig, load_config
 from value_model.evaluation import EvaluationOptions
 
@@ -46,7 +46,7 @@ def _table(model: dict[str, float], baselines: dict[str, dict[str, float]],
                    "--checkpoint-dir (none yet: start afresh); else a checkpoint directory. The config and "
                    "slice must be the run's.")
 @dataclass_options(TrainConfig)
-@_clear_errors  # a lake that is not there, or unreachable: one line, as the lake's own commands print
+@clear_errors  # a lake that is not there, or unreachable: one line, as the lake's own commands print
 def train_command(
     lake_uri: str | None, storage_options: tuple[str, ...], config_path: str | None, slice_path: str | None,
     register: str | None,
@@ -120,7 +120,7 @@ def train_command(
               help="Where the model scores: auto (the first CUDA device when present, else cpu), cpu, cuda, "
                    "cuda:N.")
 @dataclass_options(EvaluationOptions)
-@_clear_errors
+@clear_errors
 def evaluate_command(
     lake_uri: str | None, storage_options: tuple[str, ...], model_uri: str | None, tracking_uri: str | None,
     slice_path: str | None, candidates_path: str | None, group_by: tuple[str, ...], json_path: str | None,
