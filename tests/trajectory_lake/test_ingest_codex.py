@@ -1118,6 +1118,53 @@ class TestCodexHistoryRewrites:
         (candidate,) = lake.read("candidates").to_dicts()
         assert candidate["content"] == "Added --fast."
 
+    @pytest.mark.parametrize(
+        "context",
+        [
+            "<recommended_plugins>\nHere is a list of plugins that are available but not installed.\n\n"
+            "- Google Drive (gdrive)\n</recommended_plugins>",
+            "<extension_context>\nKeep the goal in mind.\n</extension_context>",
+            '<codex_internal_context source="goal">\nFinish the migration.\n</codex_internal_context>',
+            "<goal_context>\nFinish the migration.\n</goal_context>",
+            "<agent_message_board_notification>\nNew post 1.\n</agent_message_board_notification>",
+            "<external_ide>\nopen file: src/app.py\n</external_ide>",
+        ],
+    )
+    def test_the_other_contextual_user_fragments_are_no_user_turn_nor_the_task(self, tmp_path, context):
+        """The user messages codex-rs registers as contextual fragments besides the environment, AGENTS.md and
+        the rest (core/src/context/contextual_user_message.rs ``CONTEXTUAL_USER_FRAGMENT_MATCHERS``): the
+        recommended plugins (recommended_plugins_instructions.rs, written as a user message), an extension's
+        context (extension_context.rs), internal model context and the goal context it replaced
+        (internal_model_context.rs, legacy_goal_context.rs), a message-board notice
+        (agent_message_board_notification.rs) and a client's additional context (fragments.rs,
+        ``<external_{key}>``). A rollback counted them as user turns, and a rollout without ``user_message``
+        events took the first as its task."""
+
+        def user(text: str) -> tuple[str, dict[str, Any]]:  # a user message, with no user_message event
+            content = [{"type": "input_text", "text": text}]
+            return "response_item", {"type": "message", "role": "user", "content": content}
+
+        injected = user(context)
+        path = _write_rollout(
+            tmp_path / "rollout-2026-03-01T10-00-00-acac.jsonl",
+            [
+                _meta("acac"),
+                injected,
+                user("add a flag"),
+                _say("Added --fast."),
+                user("rename it"),
+                _say("Renaming.", phase="commentary"),
+                injected,
+                _say("Renamed to --quick."),
+                ("event_msg", {"type": "thread_rolled_back", "num_turns": 1}),
+            ],
+        )
+        lake, _, _, steps = _ingest_one(path)
+        rolled = [json.loads(s["extra"]).get("rolled_back", False) for s in steps]
+        assert rolled == [False, False, False, True, True, True, True]
+        (task,) = lake.read("tasks").to_dicts()
+        assert task["prompt"] == "add a flag"
+
     def test_a_rollback_counts_a_request_sent_with_an_image_as_a_user_turn(self, tmp_path):
         """codex-rs counts every user message that is not contextual as a turn, a pasted image beside the
         text (or alone) included; its content parts are not all text, so the step keeps them as a list."""

@@ -226,6 +226,14 @@ _INJECTED_PREFIXES = (
     "<subagents>",  # the subagents the model may spawn
     "<hook_prompt",
     "<additional_context>",
+    # core/src/context/: RecommendedPluginsInstructions (a user message; codex-rs keeps matching it for the
+    # rollouts that hold one), ExtensionContext, InternalModelContextFragment and the LegacyGoalContext it
+    # replaced, AgentMessageBoardNotification
+    "<recommended_plugins>",
+    "<extension_context>",
+    "<codex_internal_context",
+    "<goal_context>",
+    "<agent_message_board_notification>",
     "Warning: The maximum number of unified exec processes you can keep open is",
     "Warning: Your account was flagged for potentially high-risk cyber activity",
     "Warning: apply_patch was requested via ",
@@ -237,11 +245,19 @@ _EXIT_CODE_LINE = re.compile(r"^(?:Process exited with code|Exit code:|Shell exi
 _HEADER_LINES = 12
 
 
+# Additional context a client sends with a turn (core/src/context/fragments.rs ``AdditionalContextFragment``,
+# ``<external_{key}>{value}</external_{key}>``, a user message): its tag names its key; matched whole.
+_ADDITIONAL_CONTEXT = re.compile(r"<external_([^>]*)>.*</external_\1>", re.DOTALL)
+
+
 def is_injected_context(text: str) -> bool:
     """Whether a ``user`` message is context Codex injects (the environment, AGENTS.md, permissions, hook
     prompts, ...), not something the user typed. Conversions of Codex sessions (Harbor's ATIF) keep them as
-    user messages too."""
-    return text.lstrip().startswith(_INJECTED_PREFIXES)
+    user messages too. What codex-rs writes as developer messages (``<skills_instructions>``,
+    ``<apps_instructions>``, ``<plugins_instructions>``, ``<collaboration_mode>``: its ``developer_sections``)
+    is no user turn anyway."""
+    text = text.strip()
+    return text.startswith(_INJECTED_PREFIXES) or _ADDITIONAL_CONTEXT.fullmatch(text) is not None
 
 
 class CodexRollout(Adapter):
