@@ -518,6 +518,103 @@ class TestNewerSessionLines:
         kept = [i["item"]["attachment"] for i in extra["other_items"] if i["type"] == "attachment"]
         assert [a["type"] for a in kept] == ["prompt_snapshot", "prompt_snapshot", "deferred_tools_delta"]
 
+    @staticmethod
+    def _cost_state(total: Any) -> dict[str, Any]:
+        line = {"type": "cost-state", "sessionId": SESSION, "totalAPIDuration": 7914, "startTime": 17893989}
+        return line if total is ... else {**line, "totalCostUSD": total}
+
+    def test_a_cost_state_without_a_valid_total_keeps_the_last_valid_one(self, tmp_path: Path) -> None:
+        """A ``cost-state`` line without ``totalCostUSD`` gives no total: it stays in ``extra.other_items``
+        (durations and the rest) saying so, and the cost is the last total before it. One whose total is not
+        a finite number of dollars at least 0 (a string, true, NaN, a negative sum) is quarantined with why,
+        the cost again the last valid total. A NaN total was the trajectory's cost and a line without one
+        was kept as if its total were the cost."""
+        session = _harbor_session()
+        lines = [
+            *session[:8],
+            self._cost_state(0.0125),
+            self._cost_state(...),
+            self._cost_state("0.02"),
+            *session[8:],
+            self._cost_state(0.0319),
+            self._cost_state(float("nan")),
+            self._cost_state(-1.0),
+            self._cost_state(True),
+            self._cost_state(None),
+        ]
+        path = write_jsonl(tmp_path / f"{SESSION}.jsonl", lines)
+        lake = Lake(tmp_path / "lake")
+        report = ingest([path], lake)
+        assert not unreconciled(report)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert trajectory["cost_usd"] == pytest.approx(0.0319)
+        assert trajectory["n_steps"] == 9
+        quarantined = lake.read("quarantine").to_dicts()
+        assert sorted(q["locator"] for q in quarantined) == ["line 11", "line 19", "line 20", "line 21"]
+        assert all("totalCostUSD" in q["error"] for q in quarantined)
+        kept = [i for i in json.loads(trajectory["extra"])["other_items"] if i["type"] == "cost-state"]
+        assert [(i["line"], i["item"].get("totalCostUSD", "-")) for i in kept] == [
+            (9, 0.0125),
+            (10, "-"),
+            (18, 0.0319),
+            (22, None),
+        ]
+        assert [("no totalCostUSD" in i["reason"]) for i in kept] == [False, True, False, True]
+        assert all(i["item"]["totalAPIDuration"] == 7914 for i in kept)
+
+    def test_a_grown_log_takes_its_last_cost_and_every_snapshots_tools(self, tmp_path: Path) -> None:
+        """A session log read while it ran and again when it grew (a cost-state and a ``prompt_snapshot``
+        after ``/compact`` written since) gets the grown log's cost and tools on its trajectory row, as one
+        ingest of the whole log gives (README, grown sessions: the row follows the grown file), not the first
+        reading's."""
+        schema = {"type": "object", "properties": {"command": {"type": "string"}}}
+
+        def snapshot(uuid: str, *names: str) -> dict[str, Any]:
+            tools = [{"name": name, "description": f"{name} tool.", "input_schema": schema} for name in names]
+            return {
+                "parentUuid": "u-prompt",
+                "isSidechain": False,
+                "type": "attachment",
+                "uuid": uuid,
+                "attachment": {
+                    "type": "prompt_snapshot",
+                    "systemPrompt": ["You are Claude Code."],
+                    "tools": tools,
+                },
+                "timestamp": "2026-07-21T02:31:52.716Z",
+                **_COMMON,
+            }
+
+        session = _harbor_session()
+        lines = [
+            *session[:3],
+            snapshot("u-snap-1", "Bash"),
+            *session[3:8],
+            self._cost_state(0.0125),
+            snapshot("u-snap-2", "Bash", "Write"),
+            *session[8:],
+            self._cost_state(0.0359),
+        ]
+        encoded = [json.dumps(line) + "\n" for line in lines]
+        cut = 10  # after the first cost-state: the first reading has its cost and the first snapshot's tools
+        (tmp_path / "prefix").mkdir()
+        prefix = write_jsonl(tmp_path / "prefix" / f"{SESSION}.jsonl", lines[:cut])
+        ingest([prefix], first_lake := Lake(tmp_path / "prefix-lake"))
+        (first,) = first_lake.read("trajectories").to_dicts()
+        (tmp_path / "in").mkdir()
+        grown, once, reports = ingest_grown(
+            tmp_path / "in" / f"{SESSION}.jsonl", "".join(encoded[:cut]).encode(), "".join(encoded).encode()
+        )
+        assert not any(unreconciled(report) for report in reports)
+        assert first["cost_usd"] == pytest.approx(0.0125)
+        assert [t["function"]["name"] for t in json.loads(first["extra"])["tool_definitions"]] == ["Bash"]
+        (trajectory,) = grown.read("trajectories").to_dicts()
+        assert trajectory["cost_usd"] == pytest.approx(0.0359)
+        names = [t["function"]["name"] for t in json.loads(trajectory["extra"])["tool_definitions"]]
+        assert names == ["Bash", "Write"]
+        for table in DATA_TABLES:
+            assert comparable_rows(grown, table).equals(comparable_rows(once, table)), table
+
     def test_agent_color_and_speculation_lines_do_not_disown_the_log(self, tmp_path: Path) -> None:
         """The CLI writes ``agent-color`` ({type, agentColor, sessionId}) with ``agent-name`` and
         ``agent-setting`` when it materialises a session's metadata (sessionStorage reAppendSessionMetadata),

@@ -62,7 +62,8 @@ Mapping:
   sum (each response's last count), ``cost_usd`` the sum of the responses' ``costUSD`` (written by CLIs up to
   about 1.0.x), else, on the main thread, the CLI's own total: the last 2.1.x ``cost-state`` line's
   ``totalCostUSD`` (each restates the running cost, subagents' calls included, and a resumed session goes on
-  from the log's last one, as the CLI restores it);
+  from the log's last one, as the CLI restores it; a line without one is kept and leaves the total before
+  it, one whose total is no finite sum of dollars is quarantined);
 * the task is the first user prompt on the chain (not meta, a compaction summary, local or shell command
   output, or a slash or shell-mode command, ``<command-name>/clear</command-name>``, ``<bash-input>``..., or
   a continued session's summary, unless no other prompt follows; without the IDE's context blocks before it,
@@ -133,6 +134,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -240,6 +242,11 @@ _NOT_STEPS = {
     "attachment": "context the CLI attaches to the next request (tool and skill listings, reminders)",
     "progress": "progress of a running tool or hook, not part of the conversation",
 }
+# Why a cost-state line that gives no total (no ``totalCostUSD``, or null) is kept all the same.
+_COST_STATE_WITHOUT_TOTAL = (
+    "the CLI's running totals with no totalCostUSD (durations, modelUsage): no total, so the main "
+    "trajectory's cost_usd stays the last total before it"
+)
 # The session facts kept in the trajectory's extra (a step keeps them only where they change).
 _SESSION_FIELDS = ("sessionId", "cwd", "gitBranch", "version", "userType", "entrypoint")
 # Fields of a message line mapped to step columns (the rest go to the step's extra).
@@ -604,9 +611,9 @@ class _Log:
                 self.summaries.append({k: v for k, v in value.items() if k != "type"})
             if kind == "content-replacement":
                 self._replacements(value)
-            if kind == "cost-state":
-                self._cost_state(value)
             reason = _NOT_STEPS.get(kind, "a session line type this adapter does not know")
+            if kind == "cost-state" and not self._cost_state(value):
+                reason = _COST_STATE_WITHOUT_TOTAL
             self.other_items.append({"line": number, "type": kind, "item": value, "reason": reason})
             return
         uuid = value["uuid"]
@@ -643,16 +650,18 @@ class _Log:
                 )
             self.replacements[call] = stub
 
-    def _cost_state(self, value: dict[str, Any]) -> None:
+    def _cost_state(self, value: dict[str, Any]) -> bool:
         """Note a ``cost-state`` line's total: the CLI restates its running cost at checkpoints and as it
         ends, and a resumed session starts from the log's last one (the CLI restores it from there), so the
-        last one written is what the session cost."""
+        last one written is what the session cost. Whether the line gives one (a line without it leaves the
+        last total standing); a total that is no finite sum of dollars, at least 0, is malformed."""
         total = value.get("totalCostUSD")
         if total is None:
-            return
-        if not isinstance(total, int | float) or isinstance(total, bool):
-            raise ValueError(f"cost-state.totalCostUSD must be a number, got {total!r:.200}")
+            return False
+        if not isinstance(total, int | float) or isinstance(total, bool) or not 0 <= total < math.inf:
+            raise ValueError(f"cost-state.totalCostUSD must be a finite number >= 0, got {total!r:.200}")
         self.cost_state = float(total)
+        return True
 
     def _collapse(self, number: int, value: dict[str, Any]) -> None:
         """A context collapse (``marble-origami-commit``): from here on the model is sent its
