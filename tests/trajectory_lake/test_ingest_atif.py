@@ -471,8 +471,10 @@ class TestAtifV17:
     def test_the_agents_tool_definitions_are_the_trajectorys_in_the_chat_shape(self, tmp_path):
         document = _v17_trajectory()
         schema = {"type": "object", "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]}
-        task = {"type": "function",
-                "function": {"name": "Task", "description": "Delegate.", "parameters": schema}}
+        task = {
+            "type": "function",
+            "function": {"name": "Task", "description": "Delegate.", "parameters": schema},
+        }
         document["agent"]["tool_definitions"] = [
             task,
             {"name": "Grep", "description": "Search files.", "parameters": {"type": "object"}},
@@ -482,12 +484,20 @@ class TestAtifV17:
         (trial / "agent" / "trajectory.json").write_text(json.dumps(document), encoding="utf-8")
         lake = Lake(tmp_path / "lake")
         ingest([trial], lake)
-        rows = {json.loads(r["extra"]).get("trajectory_id"): json.loads(r["extra"])
-                for r in lake.read("trajectories").to_dicts()}
+        rows = {
+            json.loads(r["extra"]).get("trajectory_id"): json.loads(r["extra"])
+            for r in lake.read("trajectories").to_dicts()
+        }
         assert rows["traj-main-01"]["tool_definitions"] == [
             task,
-            {"type": "function", "function": {"name": "Grep", "description": "Search files.",
-                                              "parameters": {"type": "object"}}},
+            {
+                "type": "function",
+                "function": {
+                    "name": "Grep",
+                    "description": "Search files.",
+                    "parameters": {"type": "object"},
+                },
+            },
         ]
         # a subagent was offered its own tools
         assert rows["traj-sub-01"]["tool_definitions"] == [{"type": "function", "function": {"name": "Grep"}}]
@@ -625,7 +635,6 @@ class TestAtifOtherExporters:
         ]
         (candidate,) = lake.read("candidates").to_dicts()
         assert candidate["content"] == "12C and rain."
-
 
     def test_digit_string_and_whole_float_integers_are_read_as_harbor_reads_them(self, tmp_path):
         """Harbor's pydantic models parse in lax mode: ``"step_id": "1"`` (written by some non-Harbor
