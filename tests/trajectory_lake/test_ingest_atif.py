@@ -583,6 +583,49 @@ class TestAtifV17:
             "call_1": {"extra": {"timeout_sec": 30, "retry_count": 1}}
         }
 
+    def test_calls_sharing_an_id_each_keep_their_own_fields(self, tmp_path):
+        # ATIF gives each call its own id but nothing checks it: keyed by id, the second call's fields
+        # replaced the first's (review of 2c4e39f); they are a list in the order of the tool_calls column
+        calls = [
+            {
+                "tool_call_id": "call_0",
+                "function_name": "bash",
+                "arguments": {"cmd": "ls"},
+                "extra": {"timeout": 10},
+            },
+            {"tool_call_id": "call_0", "function_name": "bash", "arguments": {"cmd": "pwd"}},
+            {
+                "tool_call_id": "call_0",
+                "function_name": "bash",
+                "arguments": {"cmd": "id"},
+                "extra": {"timeout": 99},
+            },
+        ]
+        document = {
+            "schema_version": "ATIF-v1.7",
+            "session_id": "s-tc-dup",
+            "agent": {"name": "terminus-2", "version": "2.0.0"},
+            "steps": [
+                {"step_id": 1, "source": "user", "message": "List /app."},
+                {"step_id": 2, "source": "agent", "message": "", "tool_calls": calls},
+            ],
+        }
+        path = tmp_path / "trajectory.json"
+        path.write_text(json.dumps(document), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        step = lake.read("steps").filter(pl.col("step_index") == 1).to_dicts()[0]
+        assert [json.loads(c["arguments"]) for c in step["tool_calls"]] == [
+            {"cmd": "ls"},
+            {"cmd": "pwd"},
+            {"cmd": "id"},
+        ]
+        assert json.loads(step["extra"])["tool_call_extra"] == [
+            {"extra": {"timeout": 10}},
+            {},
+            {"extra": {"timeout": 99}},
+        ]
+
 
 class TestAtifOtherExporters:
     """ATIF written outside Harbor: NVIDIA NeMo Relay's ATIF exporter (``nemo-relay-atif-{session_id}.json``)

@@ -30,7 +30,8 @@ Mapping (one trajectory file = one trajectory):
   the step's tokens); each observation result becomes a ``tool`` row right after its step, with
   ``source_call_id`` as ``tool_call_id``. Every field without a column (step id, model, metrics,
   ``is_copied_context``, ``extra``, ...) goes to the row's ``extra``, and a tool call's own fields besides its
-  id, name and arguments (v1.7's ``ToolCall.extra``) to ``extra.tool_call_extra`` by call id;
+  id, name and arguments (v1.7's ``ToolCall.extra``) to ``extra.tool_call_extra`` by call id (a list in
+  call order when calls of the step share an id);
 * Harbor's conversions of text-mode agents keep the model's reply whole as the message and the command they
   parsed out of it as the step's one tool call (SWE-agent's ``swe_agent_action``, mini-swe-agent 1.x's
   ``bash_command``, by ``agent.extra.original_format``): where the command's lines are lines of the message,
@@ -1651,16 +1652,33 @@ def _tool_calls(calls: Any, where: str) -> list[dict[str, str | None]] | None:  
     return out
 
 
-def _tool_call_extra(calls: Any) -> dict[str, dict[str, Any]]:  # noqa: ANN401 - validated by _tool_calls
+def _tool_call_extra(calls: Any) -> dict[str, dict[str, Any]] | list[dict[str, Any]]:  # noqa: ANN401 - validated by _tool_calls
     """What each tool call holds besides its id, name and arguments (ATIF-v1.7's ``ToolCall.extra``: timeout,
-    retry count, tool version...), by call id; the ``tool_calls`` column has no place for it."""
+    retry count, tool version...), by call id; the ``tool_calls`` column has no place for it.
+
+    The spec gives each call its own id, but nothing checks it: when calls of one step share an id, a dict by
+    id would keep one call's fields only, so it is a list with one entry per call, in the order of the
+    ``tool_calls`` column (``{}`` for a call with no fields of its own).
+
+    >>> _tool_call_extra([{"tool_call_id": "a", "function_name": "f", "extra": {"t": 1}},
+    ...                   {"tool_call_id": "b", "function_name": "f"}])
+    {'a': {'extra': {'t': 1}}}
+    >>> _tool_call_extra([{"tool_call_id": "a", "function_name": "f", "extra": {"t": 1}},
+    ...                   {"tool_call_id": "a", "function_name": "f"}])
+    [{'extra': {'t': 1}}, {}]
+    """
     if not isinstance(calls, list):
         return {}
-    return {
-        call["tool_call_id"]: rest
+    fields = [
+        (call["tool_call_id"], {k: v for k, v in call.items() if k not in _TOOL_CALL_FIELDS})
         for call in calls
-        if isinstance(call, dict) and (rest := {k: v for k, v in call.items() if k not in _TOOL_CALL_FIELDS})
-    }
+        if isinstance(call, dict)
+    ]
+    if not any(rest for _, rest in fields):
+        return {}
+    if len({call_id for call_id, _ in fields}) < len(fields):
+        return [rest for _, rest in fields]
+    return {call_id: rest for call_id, rest in fields if rest}
 
 
 def _final_answer(steps: list[Any]) -> str:
