@@ -1084,6 +1084,116 @@ class TestWhatTheModelWasSent:
             ("assistant", ANSWER),
         ]
 
+    def test_another_hooks_blocking_error_is_a_step_even_where_the_step_before_quotes_it(
+        self, tmp_path: Path
+    ) -> None:
+        """Only a Stop hook's error that its own ``Stop hook feedback:`` line holds is written twice: a
+        PreToolUse hook's error after a meta step that happens to hold its (short) text was dropped, and so
+        was a Stop hook's error after a user line holding it that is not its feedback (review of 2d95ada)."""
+
+        def attachment(uuid: str, parent: str, body: dict[str, Any]) -> dict[str, Any]:
+            return {
+                "parentUuid": parent,
+                "isSidechain": False,
+                "type": "attachment",
+                "attachment": body,
+                "uuid": uuid,
+                "timestamp": "2026-07-21T02:32:40.500Z",
+                **_COMMON,
+            }
+
+        context = {
+            "type": "hook_additional_context",
+            "hookName": "PostToolUse:Bash",
+            "hookEvent": "PostToolUse",
+            "toolUseID": "toolu_01Bash",
+            "content": ["repo policy: no rm"],
+        }
+        pre = {
+            "type": "hook_blocking_error",
+            "hookName": "PreToolUse:Bash",
+            "hookEvent": "PreToolUse",
+            "toolUseID": "toolu_01Bash",
+            "blockingError": {"command": "guard.sh", "blockingError": "no rm"},
+        }
+        stop = {
+            "type": "hook_blocking_error",
+            "hookName": "Stop",
+            "hookEvent": "Stop",
+            "blockingError": {"command": "check.sh", "blockingError": "no rm"},
+        }
+        lines = _after_bash_result(
+            attachment("a-context", "u-bash", context),
+            attachment("a-pre", "a-context", pre),
+            attachment("a-stop", "a-pre", stop),
+        )
+        lines[-2] = {**lines[-2], "parentUuid": "a-stop"}
+        path = write_jsonl(tmp_path / f"{SESSION}.jsonl", lines)
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        steps = _steps(lake, trajectory["trajectory_id"])
+        assert [(s["role"], s["content"]) for s in steps[8:]] == [
+            (
+                "user",
+                "<system-reminder>\nPostToolUse:Bash hook additional context: repo policy: no rm\n"
+                "</system-reminder>",
+            ),
+            (
+                "user",
+                '<system-reminder>\nPreToolUse:Bash hook blocking error from command: "guard.sh": no rm'
+                "\n</system-reminder>",
+            ),
+            (
+                "user",
+                '<system-reminder>\nStop hook blocking error from command: "check.sh": no rm'
+                "\n</system-reminder>",
+            ),
+            ("assistant", ANSWER),
+        ]
+
+    def test_an_empty_blocking_error_is_in_no_feedback_line(self, tmp_path: Path) -> None:
+        """An empty error is a substring of every text: it must not make a Stop hook's blocking error the one
+        the feedback line before it holds."""
+        feedback = {
+            "parentUuid": "u-bash",
+            "isSidechain": False,
+            "type": "user",
+            "isMeta": True,
+            "message": {"role": "user", "content": "Stop hook feedback:\n[check.sh]: tests fail"},
+            "uuid": "u-feedback",
+            "timestamp": "2026-07-21T02:32:40.500Z",
+            **_COMMON,
+        }
+        empty = {
+            **feedback,
+            "parentUuid": "u-feedback",
+            "type": "attachment",
+            "uuid": "a-empty",
+            "attachment": {
+                "type": "hook_blocking_error",
+                "hookName": "Stop",
+                "hookEvent": "Stop",
+                "blockingError": {"command": "lint.sh", "blockingError": ""},
+            },
+        }
+        del empty["message"], empty["isMeta"]
+        lines = _after_bash_result(feedback, empty)
+        lines[-2] = {**lines[-2], "parentUuid": "a-empty"}
+        path = write_jsonl(tmp_path / f"{SESSION}.jsonl", lines)
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        steps = _steps(lake, trajectory["trajectory_id"])
+        assert [(s["role"], s["content"]) for s in steps[8:]] == [
+            ("user", "Stop hook feedback:\n[check.sh]: tests fail"),
+            (
+                "user",
+                '<system-reminder>\nStop hook blocking error from command: "lint.sh": \n</system-reminder>',
+            ),
+            ("assistant", ANSWER),
+        ]
+
 
 class TestSessionInHarborTrial:
     """Harbor's claude-code agent (harbor ``src/harbor/agents/installed/claude_code.py``) points

@@ -251,6 +251,10 @@ _COST_STATE_WITHOUT_TOTAL = (
 _SESSION_FIELDS = ("sessionId", "cwd", "gitBranch", "version", "userType", "entrypoint")
 # Fields of a message line mapped to step columns (the rest go to the step's extra).
 _MAPPED = frozenset({"type", "message", "timestamp", "toolUseResult"})
+# A blocking Stop / SubagentStop hook: the CLI sends its errors as one meta user line with this prefix, then
+# writes each as a hook_blocking_error attachment (which is not sent again).
+_STOP_EVENTS = frozenset({"Stop", "SubagentStop"})
+_STOP_FEEDBACK = "Stop hook feedback:"
 # User text the CLI writes itself: never the task.
 _INJECTED_PREFIXES = (
     "<local-command-stdout>",
@@ -767,14 +771,29 @@ class _Conversation:
 
     def _attachment_steps(self, value: dict[str, Any]) -> list[dict[str, Any]]:
         """The steps of an ``attachment`` line (:func:`_queued_command_steps`,
-        :func:`_meta_attachment_steps`), but none for a hook's blocking error whose text the step before
-        already holds (a Stop hook's ``Stop hook feedback:`` user line, written just before it)."""
+        :func:`_meta_attachment_steps`), but none for a Stop hook's blocking error that its own feedback
+        already holds: the CLI sends it as a meta ``user`` line ``Stop hook feedback:\n[<command>]: <error>``
+        and writes it again as the attachment just after. Any other hook's blocking error is its own message,
+        whatever the step before says."""
         specs = _queued_command_steps(value) or _meta_attachment_steps(value)
-        error = (value.get("attachment") or {}).get("blockingError") if specs else None
-        said = self.steps[-1].get("content") if self.steps and self.steps[-1]["role"] == "user" else None
-        if isinstance(error, dict) and isinstance(error.get("blockingError"), str) and isinstance(said, str):
-            return [] if error["blockingError"] in said else specs
-        return specs
+        attachment = value.get("attachment")
+        if not specs or not self.steps or not isinstance(attachment, dict):
+            return specs
+        event = attachment.get("hookEvent", attachment.get("hookName"))
+        stop = isinstance(event, str) and event in _STOP_EVENTS
+        if attachment.get("type") != "hook_blocking_error" or not stop:
+            return specs
+        error = attachment.get("blockingError")
+        error = error.get("blockingError") if isinstance(error, dict) else None
+        before = self.steps[-1]
+        said = before.get("content")
+        feedback = (
+            before["role"] == "user"
+            and before["extra"].get("isMeta") is True
+            and isinstance(said, str)
+            and said.startswith(_STOP_FEEDBACK)
+        )
+        return [] if feedback and isinstance(error, str) and error and error in said else specs
 
     def _response(self, value: dict[str, Any], message: dict[str, Any], step: int) -> None:
         """Note one line of an API response: its step and the usage it repeats (or updates)."""
