@@ -176,11 +176,12 @@ class TestMiniSweAgentLabels:
             .select("name", "value")
             .iter_rows()
         )
-        f2p = reports[instance_id]["tests_status"]["FAIL_TO_PASS"]
-        passed, failed = len(f2p["success"]), len(f2p["failure"])
+        tests = reports[instance_id]["tests_status"]
+        f2p, p2p = tests["FAIL_TO_PASS"], tests["PASS_TO_PASS"]
         assert outcomes == {
             "resolved": float(reports[instance_id]["resolved"]),
-            "f2p_pass_rate": passed / (passed + failed),
+            "f2p_pass_rate": len(f2p["success"]) / (len(f2p["success"]) + len(f2p["failure"])),
+            "p2p_pass_rate": len(p2p["success"]) / (len(p2p["success"]) + len(p2p["failure"])),
         }
 
     def test_the_resolved_label_follows_a_report_that_says_unresolved(self, mini_dir, tmp_path):
@@ -199,7 +200,7 @@ class TestMiniSweAgentLabels:
     def test_predictions_without_a_report_get_no_outcome(self, mini):
         outcomes = mini[0].read("outcomes")
         assert sorted(outcomes["task_id"].unique()) == [f"swe-bench/{iid}" for iid in TRAJ_IDS]
-        assert outcomes.height == 4  # resolved + f2p_pass_rate for each reported instance
+        assert outcomes.height == 6  # resolved, f2p_pass_rate and p2p_pass_rate for each reported instance
 
 
 class TestMiniSweAgentPredictions:

@@ -261,9 +261,11 @@ class TestSweBenchEvaluationFolder:
             # resolved: report.json's resolved_ids and eval_outputs/<id>/report.json agree
             (first, "resolved"): (1.0, "harness", "swe-bench"),
             (second, "resolved"): (0.0, "harness", "swe-bench"),
-            # f2p_pass_rate: only eval_outputs/<id>/report.json has the tests
+            # f2p_pass_rate, p2p_pass_rate: only eval_outputs/<id>/report.json has the tests
             (first, "f2p_pass_rate"): (0.5, "harness", "swe-bench"),
             (second, "f2p_pass_rate"): (0.0, "harness", "swe-bench"),
+            (first, "p2p_pass_rate"): (1.0, "harness", "swe-bench"),
+            (second, "p2p_pass_rate"): (1.0, "harness", "swe-bench"),
         }
 
     def test_completion_logs_are_ignored_with_the_reason_and_named_by_the_trajectory(
@@ -432,8 +434,10 @@ class TestSweGymFolder:
         assert _outcomes(joint) == {
             (f"swe-gym/{first}", "resolved"): (1.0, "harness", "swe-gym"),
             (f"swe-gym/{first}", "f2p_pass_rate"): (1.0, "harness", "swe-gym"),
+            (f"swe-gym/{first}", "p2p_pass_rate"): (1.0, "harness", "swe-gym"),
             (f"swe-gym/{second}", "resolved"): (0.0, "harness", "swe-gym"),
             (f"swe-gym/{second}", "f2p_pass_rate"): (0.0, "harness", "swe-gym"),
+            (f"swe-gym/{second}", "p2p_pass_rate"): (1.0, "harness", "swe-gym"),
         }
         lake = Lake(tmp_path / "lake")
         ingest([gym_run / "metadata.json", gym_run / "output.jsonl"], lake)
@@ -655,6 +659,7 @@ class TestOpenHandsBenchmarksFolder:
             ("swe-bench/django__django-11133", 1, None, None),  # not the patch the harness evaluated
             # the harness's own log folder in the run folder: its per-instance report adds the tests
             ("swe-bench/django__django-11133", 2, "f2p_pass_rate", 0.25),
+            ("swe-bench/django__django-11133", 2, "p2p_pass_rate", 1.0),
             ("swe-bench/django__django-11133", 2, "resolved", 0.0),
         ]
 

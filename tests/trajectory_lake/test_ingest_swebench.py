@@ -554,7 +554,7 @@ class TestUnkeyedReportInLogs:
         assert sorted(report.sources.values()) == ["mini-swe-agent", "swebench-report"]
         assert report.total("quarantined") == 0 and report.warnings == []
         outcomes = dict(lake.read("outcomes").select("name", "value").iter_rows())
-        assert outcomes == {"resolved": 1.0, "f2p_pass_rate": 2 / 3}
+        assert outcomes == {"resolved": 1.0, "f2p_pass_rate": 2 / 3, "p2p_pass_rate": 1.0}
         assert swe_candidates(lake).select("instance_id", "content").rows() == [
             ("django__django-11099", _UNKEYED_PATCH)]
 
@@ -1313,7 +1313,7 @@ class TestSweBenchInfraFailures:
 
     @staticmethod
     def _outcomes(lake: Lake) -> set[tuple[str, str, float]]:
-        rows = lake.read("outcomes").filter(pl.col("name") != "f2p_pass_rate")
+        rows = lake.read("outcomes").filter(~pl.col("name").is_in(["f2p_pass_rate", "p2p_pass_rate"]))
         return {(task.removeprefix("swe-bench/"), name, value)
                 for task, name, value in rows.select("task_id", "name", "value").iter_rows()}
 
@@ -1325,6 +1325,32 @@ class TestSweBenchInfraFailures:
             ("django__django-11019", "resolved", 1.0),
             ("django__django-11039", "resolved", 0.0),
             ("django__django-11039", "infra_error", 1.0),
+        }
+
+    def test_each_test_category_gives_its_pass_rate(self, tmp_path):
+        """grading.get_eval_report's ``tests_status`` holds, per category, the tests that pass after the patch
+        (``success``) and those that do not (``failure``). Besides FAIL_TO_PASS's pass rate, PASS_TO_PASS's
+        (the tests the patch must not break; resolution needs all of them) was dropped, and so were the
+        FAIL_TO_FAIL and PASS_TO_FAIL ones the harness fills when asked (``calculate_to_fail``): each is a
+        ``<category>_pass_rate`` outcome where the category lists tests, none where it is empty."""
+        run = self._run(tmp_path)
+        statuses = {
+            "FAIL_TO_PASS": {"success": [], "failure": []},
+            "PASS_TO_PASS": {"success": ["test_a", "test_b", "test_c"], "failure": ["test_d"]},
+            "FAIL_TO_FAIL": {"success": ["test_e"], "failure": []},
+            "PASS_TO_FAIL": {"success": [], "failure": ["test_f", "test_g"]},
+        }
+        entry = {**_DAEMON_REPORTS["django__django-11019"], "resolved": False, "tests_status": statuses}
+        report_path = run / "logs" / "django__django-11019" / "report.json"
+        report_path.write_text(json.dumps({"django__django-11019": entry}))
+        lake = Lake(tmp_path / "lake")
+        assert ingest([run], lake).total("quarantined") == 0
+        rows = lake.read("outcomes").filter(pl.col("task_id") == "swe-bench/django__django-11019")
+        assert dict(rows.select("name", "value").iter_rows()) == {
+            "resolved": 0.0,
+            "p2p_pass_rate": 0.75,
+            "f2f_pass_rate": 1.0,
+            "p2f_pass_rate": 0.0,
         }
 
     def test_the_run_summarys_infra_failure_ids_give_infra_error_outcomes(self, tmp_path):

@@ -796,7 +796,7 @@ def is_derived_openhands_report(document: Any) -> bool:  # noqa: ANN401 - any JS
 
 
 class SweBenchReport(Adapter):
-    """SWE-bench harness reports → ``resolved`` (and FAIL_TO_PASS pass-rate) labels for the run's candidates."""
+    """SWE-bench harness reports → ``resolved`` (and the tests' pass rates) labels for the run's candidates."""
 
     name: ClassVar[str] = "swebench-report"
     table: ClassVar[str] = "outcomes"
@@ -936,16 +936,39 @@ class SweBenchReport(Adapter):
                 if "resolved" not in report:
                     raise ValueError("field 'resolved' is missing")
                 out = {"resolved": float(as_bool(report.get("resolved"), what="field 'resolved'"))}
-                f2p = (report.get("tests_status") or {}).get("FAIL_TO_PASS") or {}
-                passed, failed = len(f2p.get("success") or []), len(f2p.get("failure") or [])
-                if passed + failed:
-                    out["f2p_pass_rate"] = passed / (passed + failed)
-                if report.get("infra_failure") is True:  # SWE-bench 5.x: the environment broke (advisory)
-                    out[INFRA_ERROR] = 1.0
+                out.update(self._entry_outcomes(report))
             except (ValueError, AttributeError, TypeError) as exc:
                 yield self.quarantine(locator, str(exc), _raw(report))
                 continue
             yield (instance_id if node is None else node_label(instance_id, node)), out
+
+    # grading.get_eval_report's tests_status: each category's tests, those that pass after the patch
+    # ("success") and those that do not ("failure"); resolution reads FAIL_TO_PASS and PASS_TO_PASS, the
+    # harness fills the *_TO_FAIL ones only when asked to (calculate_to_fail).
+    _TEST_CATEGORIES = (
+        ("FAIL_TO_PASS", "f2p_pass_rate"),
+        ("PASS_TO_PASS", "p2p_pass_rate"),
+        ("FAIL_TO_FAIL", "f2f_pass_rate"),
+        ("PASS_TO_FAIL", "p2f_pass_rate"),
+    )
+
+    @classmethod
+    def _entry_outcomes(cls, report: dict[str, Any]) -> dict[str, float]:
+        """What an instance's entry says beside its verdict: each test category's share of tests that pass
+        (``<category>_pass_rate``, where the category lists tests: FAIL_TO_PASS the tests the fix must make
+        pass, PASS_TO_PASS those it must not break) and ``infra_error`` (SWE-bench 5.x's ``infra_failure``:
+        the environment broke, advisory). Not kept: the test names (an outcome is a number; they stay in the
+        report file) and ``patch_is_None`` / ``patch_exists`` / ``patch_successfully_applied``."""
+        out: dict[str, float] = {}
+        statuses = report.get("tests_status") or {}
+        for category, name in cls._TEST_CATEGORIES:
+            tests = statuses.get(category) or {}
+            passed, failed = len(tests.get("success") or []), len(tests.get("failure") or [])
+            if passed + failed:
+                out[name] = passed / (passed + failed)
+        if report.get("infra_failure") is True:
+            out[INFRA_ERROR] = 1.0
+        return out
 
     def _smith_summary_labels(
         self, document: dict[str, Any]
