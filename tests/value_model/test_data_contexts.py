@@ -3,36 +3,29 @@ kept here as the reference), read once per trajectory rather than once per row."
 
 from __future__ import annotations
 
+import importlib.util
 import random
-from bisect import bisect_left
 
 import polars as pl
 
+from tests.conftest import REPO_ROOT
 from tests.trajectory_lake.test_slices_seen import marked_trajectory
 from trajectory_lake.records import step_action
-from trajectory_lake.slices import final_message_at, seen_before
 from value_model.data import contexts_of
 
 
-def _contexts_as_before(frame, steps):
-    """``contexts_of`` as it was: per row, the trajectory copied, its step indices listed and
-    :func:`seen_before` run over the prefix (quadratic in a trajectory scored action by action)."""
-    out = []
-    ends = "context_end" if "context_end" in frame.columns else "step_index"
-    step_index = frame.get_column(ends) if ends in frame.columns else None
-    kinds = frame.get_column("kind") if "kind" in frame.columns else None
-    contents = frame.get_column("content") if "content" in frame.columns else None
-    for i, trajectory_id in enumerate(frame.get_column("trajectory_id")):
-        trajectory = list(steps.get(trajectory_id, ()))
-        action = kinds is not None and step_index is not None and kinds[i] == "action"
-        if action and step_index[i] is not None:
-            end = bisect_left([s["step_index"] for s in trajectory], step_index[i])
-        elif contents is not None and contents[i]:
-            end = final_message_at(trajectory, contents[i])
-        else:
-            end = len(trajectory)
-        out.append(seen_before(trajectory, end))
-    return out
+def _load_benchmark():
+    """``benchmarks/contexts.py``, whose ``contexts_baseline`` is ``contexts_of`` as it was (per row, the
+    trajectory copied, its step indices listed and ``seen_before`` run over the prefix): one copy of the old
+    algorithm, the benchmark's baseline and this test's reference."""
+    script = REPO_ROOT / "benchmarks" / "contexts.py"
+    spec = importlib.util.spec_from_file_location("harvest_contexts_benchmark", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_contexts_as_before = _load_benchmark().contexts_baseline
 
 
 def _rows(rng, trajectory_id, steps):
