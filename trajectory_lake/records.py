@@ -28,6 +28,7 @@ from trajectory_lake._secrets import without_secrets
 __all__ = [
     "NEXT_CALL_ONLY",
     "NOT_IN_HISTORY",
+    "REPLAYED_BY_COMPACTION",
     "SUMMARIZES_STEPS",
     "TOOL_CALLS_PARSED_FROM",
     "Bundle",
@@ -76,6 +77,12 @@ NOT_IN_HISTORY = "not_in_history"
 # Such a step is in the context of the steps up to and including the next assistant step, and in no later
 # one (:func:`trajectory_lake.slices.seen_before`); an assistant step so marked is a decision of its own.
 NEXT_CALL_ONLY = "next_call_only"
+# The key of a step's ``extra`` (``true``) that makes it a step a compaction sends the model again (an item of
+# the history that replaces the conversation, written after the summary step that stands for what it
+# replaced: a request, the opening context, a message or call the compaction kept): it is in the contexts
+# that follow, but no decision was taken there, so it is no action (``value_model.data.action_examples_of``),
+# no answer, and no action's own thought (:func:`trajectory_lake.slices.own_thought`).
+REPLAYED_BY_COMPACTION = "replayed_by_compaction"
 
 
 @dataclass(slots=True)

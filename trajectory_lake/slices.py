@@ -38,6 +38,7 @@ from trajectory_lake.dependencies import lazy_import
 from trajectory_lake.records import (
     NEXT_CALL_ONLY,
     NOT_IN_HISTORY,
+    REPLAYED_BY_COMPACTION,
     SUMMARIZES_STEPS,
     TOOL_CALLS_PARSED_FROM,
     step_action,
@@ -858,20 +859,22 @@ def load_steps(lake: Lake, trajectory_ids: Iterable[str], *, version: int | None
         trajectory id → its steps as dicts with :data:`STEP_COLUMNS` (trajectories without steps are
         absent), and, on a compaction's summary, the steps it stands for (``extra.summarizes_steps``), on a
         step the agent kept out of its history ``not_in_history``, on one it sent in one call only
-        ``next_call_only`` (as :func:`seen_before` reads them all).
+        ``next_call_only`` (as :func:`seen_before` reads them all), on one a compaction sent again
+        ``replayed_by_compaction`` (no decision: ``value_model.data.action_examples_of`` skips it).
     """
     ids = set(trajectory_ids)
     if not ids or not lake.exists("steps"):
         return {}
     frame = (
         scan_steps(lake, ids, version=version, benchmarks=benchmarks)
-        # the extra of a summary step, a step kept out of the history or one sent in one call only alone: a
-        # literal search, where parsing every step's extra (model responses, often kilobytes) would cost the
-        # read
+        # the extra of a summary step, a step kept out of the history, one sent in one call only or one a
+        # compaction replays alone: a literal search, where parsing every step's extra (model responses, often
+        # kilobytes) would cost the read
         .select("trajectory_id", *STEP_COLUMNS, calls_parsed_from(),
                 pl.when(pl.col("extra").str.contains(f'"{SUMMARIZES_STEPS}"', literal=True)
                         | pl.col("extra").str.contains(f'"{NOT_IN_HISTORY}"', literal=True)
-                        | pl.col("extra").str.contains(f'"{NEXT_CALL_ONLY}"', literal=True))
+                        | pl.col("extra").str.contains(f'"{NEXT_CALL_ONLY}"', literal=True)
+                        | pl.col("extra").str.contains(f'"{REPLAYED_BY_COMPACTION}"', literal=True))
                 .then(pl.col("extra")).alias("marked_extra"))
         .collect()
     )
@@ -884,7 +887,8 @@ def load_steps(lake: Lake, trajectory_ids: Iterable[str], *, version: int | None
         if isinstance(value, dict):
             if value.get(SUMMARIZES_STEPS) is not None:
                 row[SUMMARIZES_STEPS] = value[SUMMARIZES_STEPS]
-            row.update({mark: True for mark in (NOT_IN_HISTORY, NEXT_CALL_ONLY) if value.get(mark) is True})
+            marks = (NOT_IN_HISTORY, NEXT_CALL_ONLY, REPLAYED_BY_COMPACTION)
+            row.update({mark: True for mark in marks if value.get(mark) is True})
         out.setdefault(row.pop("trajectory_id"), []).append(row)
     return out
 
@@ -1119,12 +1123,15 @@ def final_message_at(trajectory: Sequence[Mapping[str, Any]], candidate: str) ->
     the diff, then its ``(Open file: ...)`` footer); mini-swe-agent's ``exit`` step holds the diff alone; or
     the agent's last steps without calls whose texts as written, joined by a blank line, are the candidate
     (a Claude Code response's text blocks). An answer found so takes with it the reasoning-only steps just
-    before it."""
+    before it. Steps a compaction sent the model again (``replayed_by_compaction``) are passed over: no one
+    wrote them there."""
     candidate = candidate.strip()
     at = len(trajectory)
     last = -1  # the agent's last step
     for i in range(len(trajectory) - 1, -1, -1):
         step = trajectory[i]
+        if step.get(REPLAYED_BY_COMPACTION):
+            continue
         said = step_action(step)
         echoed = (step["role"] != "assistant" and said.startswith(candidate)
                   and said[len(candidate):][:1] in "\r\n")
@@ -1147,8 +1154,10 @@ def final_message_at(trajectory: Sequence[Mapping[str, Any]], candidate: str) ->
 def own_thought(trajectory: Sequence[Mapping[str, Any]], at: int) -> int:
     """Where the assistant step at ``at`` begins with its own thought: the reasoning-only assistant steps just
     before it (Codex's reasoning items, a Claude Code response's thinking line) go with it, as a client sends
-    a candidate's reasoning with the candidate, not in the conversation before it."""
-    while at and trajectory[at - 1]["role"] == "assistant" and not step_action(trajectory[at - 1]):
+    a candidate's reasoning with the candidate, not in the conversation before it. A reasoning step a
+    compaction sent again (``replayed_by_compaction``) is the context's, not the step's own thought."""
+    while (at and trajectory[at - 1]["role"] == "assistant" and not step_action(trajectory[at - 1])
+           and not trajectory[at - 1].get(REPLAYED_BY_COMPACTION)):
         at -= 1
     return at
 

@@ -30,7 +30,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from trajectory_lake.dependencies import lazy_import
-from trajectory_lake.records import NEXT_CALL_ONLY, NOT_IN_HISTORY, SUMMARIZES_STEPS
+from trajectory_lake.records import (
+    NEXT_CALL_ONLY,
+    NOT_IN_HISTORY,
+    REPLAYED_BY_COMPACTION,
+    SUMMARIZES_STEPS,
+)
 from trajectory_lake.slices import (
     STEP_COLUMNS,
     SeenBefore,
@@ -233,10 +238,11 @@ def action_examples_of(trajectories: pl.DataFrame, steps: StepsByTrajectory) -> 
         steps: each trajectory's steps in order (:func:`load_steps`).
 
     Returns:
-        One row per non-empty assistant step, ordered by task, trajectory and step: ``candidate_id``
-        (``<trajectory_id>/action/<step_index>``), ``kind`` = ``action``, ``step_index``, ``t``,
-        ``n_actions``, ``content`` (the step's text and tool calls), ``reasoning`` (its own, with that of
-        the reasoning-only steps just before it: its thought, which a client sends with the candidate),
+        One row per non-empty assistant step (but those a compaction sent the model again,
+        ``replayed_by_compaction``: no decision was taken there), ordered by task, trajectory and step:
+        ``candidate_id`` (``<trajectory_id>/action/<step_index>``), ``kind`` = ``action``, ``step_index``,
+        ``t``, ``n_actions``, ``content`` (the step's text and tool calls), ``reasoning`` (its own, with that
+        of the reasoning-only steps just before it: its thought, which a client sends with the candidate),
         ``context_end`` (the step index its context ends before: the first of those steps, else its
         own), ``decision_id`` (:func:`decision_ids`, of that context), ``value`` (the trajectory's
         outcome) and the binary ``label``.
@@ -251,8 +257,9 @@ def action_examples_of(trajectories: pl.DataFrame, steps: StepsByTrajectory) -> 
     for trajectory in outcome.iter_rows(named=True):
         trajectory_steps = steps.get(trajectory["trajectory_id"], ())
         decisions = decision_ids(trajectory["task_id"], trajectory_steps)
+        # a step a compaction sent again is context, not a decision taken there
         actions = [(at, s) for at, s in enumerate(trajectory_steps) if s["role"] == "assistant"
-                   and step_action(s)]
+                   and step_action(s) and not s.get(REPLAYED_BY_COMPACTION)]
         for t, (at, step) in enumerate(actions):
             thought = own_thought(trajectory_steps, at)
             reasoning = [s["reasoning"] for s in trajectory_steps[thought:at + 1] if s["reasoning"]]

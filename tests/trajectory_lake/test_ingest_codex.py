@@ -887,7 +887,7 @@ class TestCodexHistoryRewrites:
         assert [(s["role"], s["content"]) for s in steps] == [
             ("user", "port the parser"),
             ("assistant", "Working on it."),
-            ("system", "Summary: parser half ported"),
+            ("user", "Summary: parser half ported"),  # a user message, as codex-rs sends it
             ("assistant", "Ported."),
         ]
         summary = "Summary: parser half ported"
@@ -897,7 +897,7 @@ class TestCodexHistoryRewrites:
         assert extra["summarizes_steps"] == [1, 2]
         (loaded,) = load_steps(lake, [trajectory["trajectory_id"]]).values()
         # the decision after the compaction was shown the replacement history alone
-        assert _contents(seen_before(loaded, 3)) == [("user", "port the parser"), ("system", summary)]
+        assert _contents(seen_before(loaded, 3)) == [("user", "port the parser"), ("user", summary)]
         (candidate,) = lake.read("candidates").to_dicts()
         assert candidate["content"] == "Ported."
         assert [e["payload"]["type"] for e in json.loads(trajectory["extra"])["events"]] == [
@@ -961,7 +961,7 @@ class TestCodexHistoryRewrites:
         steps = self._compacted_session(tmp_path, compacted)
         written = steps[8:-1]
         assert _contents(written) == [*_contents(steps[2:3]), *_contents(steps[:2]), *_contents(steps[6:7]),
-                                      ("system", self.SUMMARY)]
+                                      ("user", self.SUMMARY)]
         assert [json.loads(s["extra"]).get("replayed_by_compaction") for s in written] == [True] * 4 + [None]
         assert written[0]["summarizes_steps"] == [0, 8]
         # what the last decision was shown: the replacement history, in its order, and nothing before it
@@ -970,7 +970,7 @@ class TestCodexHistoryRewrites:
             ("developer", "<permissions instructions>w</permissions instructions>"),
             ("user", "<environment_context><cwd>/repo</cwd></environment_context>"),
             ("user", "also add tests"),
-            ("system", self.SUMMARY),
+            ("user", self.SUMMARY),
         ]
         # and before the compaction, everything that came before it
         assert _contents(seen_before(steps, 7)) == _contents(steps[:7])
@@ -1003,9 +1003,54 @@ class TestCodexHistoryRewrites:
             *_contents(steps[:2]),
             ("user", "port the parser"),
             ("user", "also add tests"),
-            ("system", self.SUMMARY),
+            ("user", self.SUMMARY),
         ]
 
+    def test_a_request_with_an_image_is_kept_by_a_compaction_without_replacement_history(self, tmp_path):
+        """codex-rs core/src/compact.rs (CLIs writing no replacement_history): collect_user_messages takes
+        every UserMessage turn item's text (``user.message()``: its text inputs), so a request typed with an
+        image is sent again as its text before the summary. _kept_requests kept only requests whose content
+        is a string: the request was lost from every context after the compaction (review of 6671f4a)."""
+        with_image = {
+            "type": "message",
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "fix the layout in this screenshot"},
+                {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="},
+            ],
+        }
+        typed = {"type": "user_message", "message": "fix the layout in this screenshot", "images": []}
+        path = _write_rollout(
+            tmp_path / "rollout-2026-03-01T10-00-00-eeee.jsonl",
+            [
+                _meta("eeee"),
+                *self.OPENING,
+                ("event_msg", typed),
+                ("response_item", with_image),
+                _say("Fixed.", phase="commentary"),
+                *_user("also add tests"),
+                _say("Writing tests.", phase="commentary"),
+                ("compacted", {"message": self.SUMMARY}),
+                ("event_msg", {"type": "context_compacted"}),
+                _say("Tests added."),
+            ],
+        )
+        lake, _, trajectory, steps = _ingest_one(path)
+        (loaded,) = load_steps(lake, [trajectory["trajectory_id"]]).values()
+        assert _contents(seen_before(loaded, len(loaded) - 1)) == [
+            *_contents(loaded[:2]),
+            ("user", "fix the layout in this screenshot"),  # its text, as upstream sends it again
+            ("user", "also add tests"),
+            ("user", self.SUMMARY),
+        ]
+        marks = [json.loads(s["extra"]).get("replayed_by_compaction") for s in steps]
+        assert marks == [None] * 6 + [True, True, None, None]  # the requests sent again, then the summary
+
+    def test_an_empty_summary_is_sent_as_no_summary_available(self, tmp_path):
+        """build_compacted_history sends ``(no summary available)`` in place of an empty summary."""
+        steps = self._compacted_session(tmp_path, {"message": ""})
+        assert _contents(seen_before(steps, len(steps) - 1))[-1] == ("user", "(no summary available)")
+        assert json.loads(steps[-2]["extra"])["rollout_type"] == "compacted"
     def test_rolled_back_turns_stay_steps_but_do_not_give_the_answer(self, tmp_path):
         path = _write_rollout(
             tmp_path / "rollout-2026-03-01T10-00-00-dddd.jsonl",
@@ -1799,6 +1844,39 @@ class TestCodexSubagentCopiedHistory:
         assert lake.read("candidates").is_empty()
         assert json.loads(trajectory["extra"])["session"]["subagent_history_start_ordinal"] == 6
 
+    def test_the_parents_answer_a_compaction_sends_again_is_not_the_childs_either(self, tmp_path):
+        """A remote compaction keeps the history's user and assistant messages, not its developer ones
+        (codex-rs compact_remote.rs should_keep_compacted_history_item): the parent's answer, sent again
+        after the compaction, is no answer the child wrote. It was taken as the child's candidate (review of
+        6671f4a)."""
+        copied = [
+            (
+                "response_item",
+                _message("developer", "<permissions instructions>w</permissions instructions>"),
+            ),
+            *_user("Fix the flaky parser tests."),
+            _say("The parser tests pass now."),
+        ]
+        replacement = [
+            _message("user", "Fix the flaky parser tests."),
+            {**_message("assistant", "The parser tests pass now."), "phase": "final_answer"},
+            _message("user", "Find the comma bug."),
+            {"type": "compaction", "encrypted_content": "gAAAAABpZ..."},
+        ]
+        own = [
+            *_user("Find the comma bug."),
+            _say("Looking at parser.py.", phase="commentary"),
+            ("compacted", {"message": "", "replacement_history": replacement}),
+            ("event_msg", {"type": "context_compacted"}),
+        ]
+        lake, _, _, steps = _ingest_one(self._rollout_with(tmp_path, copied, own))
+        marks = [json.loads(s["extra"]).get("replayed_by_compaction") for s in steps]
+        assert [(s["role"], s["content"]) for s, mark in zip(steps, marks, strict=True) if mark] == [
+            ("user", "Fix the flaky parser tests."),
+            ("assistant", "The parser tests pass now."),
+            ("user", "Find the comma bug."),
+        ]
+        assert lake.read("candidates").is_empty()
     def test_the_childs_own_final_answer_is_its_candidate(self, tmp_path):
         path = self._rollout(tmp_path, [_say("parse_list() skips the last separator.")])
         lake, _, _, _ = _ingest_one(path)

@@ -411,6 +411,93 @@ class TestCompactedContexts:
         assert decisions[7] != decision_ids("t", [{**s, "summarizes_steps": None} for s in trajectory])[7]
 
 
+class TestCodexCompactionReplays:
+    """A Codex compaction sends the model its replacement history again: steps marked
+    ``replayed_by_compaction`` (codex-rs core/src/compact_remote.rs keeps the assistant messages of the
+    remote compaction's output, should_keep_compacted_history_item). They are context, but no decision was
+    taken there: an action row for one shifted every later action's ``t`` and ``n_actions`` (review of
+    6671f4a), and a replayed copy of the answer was taken as the answer's step."""
+
+    @staticmethod
+    def _ingested(tmp_path, compacted, *after, commentary=True):
+        from tests.trajectory_lake.test_ingest_codex import (
+            TestCodexHistoryRewrites,
+            _meta,
+            _say,
+            _user,
+            _write_rollout,
+        )
+        from trajectory_lake import Lake, ingest
+        from value_model.data import load_steps
+
+        path = _write_rollout(
+            tmp_path / "rollout-2026-03-01T10-00-00-ffff.jsonl",
+            [
+                _meta("ffff"),
+                *TestCodexHistoryRewrites.OPENING,
+                *_user("port the parser"),
+                ("response_item", {"type": "function_call", "name": "ls", "arguments": "", "call_id": "c1"}),
+                ("response_item", {"type": "function_call_output", "call_id": "c1", "output": "parser.py"}),
+                _say("Half done."),
+                *_user("also add tests"),
+                *([_say("Writing tests.", phase="commentary")] if commentary else []),
+                ("compacted", compacted),
+                ("event_msg", {"type": "context_compacted"}),
+                *after,
+            ],
+        )
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        return lake, trajectory, load_steps(lake, [trajectory["trajectory_id"]])
+
+    @staticmethod
+    def _replacement():
+        from tests.trajectory_lake.test_ingest_codex import _message
+
+        return [
+            _message("user", "port the parser"),
+            {**_message("assistant", "Half done."), "phase": "final_answer"},  # kept by the remote compaction
+            _message("user", "also add tests"),
+            {"type": "compaction", "encrypted_content": "gAAAAABpZ..."},
+        ]
+
+    def test_a_step_a_compaction_replays_is_no_action(self, tmp_path):
+        from tests.trajectory_lake.test_ingest_codex import _say
+
+        compacted = {"message": "", "replacement_history": self._replacement()}
+        _, trajectory, steps = self._ingested(tmp_path, compacted, _say("Tests added."))
+        (trajectory_steps,) = steps.values()
+        replayed = [s["step_index"] for s in trajectory_steps if s.get("replayed_by_compaction")]
+        assert replayed == [8, 9, 10]  # the two requests and the message the compaction kept
+        frame = pl.DataFrame([{"trajectory_id": trajectory["trajectory_id"], "task_id": trajectory["task_id"],
+                               "prompt": "port the parser", "value": 1.0}])
+        actions = action_examples_of(frame, steps)
+        # the model took four decisions: ls, "Half done.", "Writing tests.", "Tests added."
+        assert actions.select("step_index", "t", "n_actions", "content").rows() == [
+            (3, 0, 4, actions["content"][0]),
+            (5, 1, 4, "Half done."),
+            (7, 2, 4, "Writing tests."),
+            (12, 3, 4, "Tests added."),
+        ]
+        (context,) = contexts_of(actions.filter(pl.col("t") == 3), steps)
+        assert [s["step_index"] for s in context] == [8, 9, 10, 11]  # the replayed steps are its context
+
+    def test_an_answer_a_compaction_replays_is_not_the_answers_step(self, tmp_path):
+        # the session ends at the compaction: its answer is "Half done.", written at step 5, not the copy the
+        # compaction sent again at step 8 (whose context holds the answer itself and the request after it)
+        compacted = {"message": "", "replacement_history": self._replacement()}
+        lake, trajectory, steps = self._ingested(tmp_path, compacted, commentary=False)
+        (trajectory_steps,) = steps.values()
+        assert [s["step_index"] for s in trajectory_steps if s.get("replayed_by_compaction")] == [7, 8, 9]
+        (candidate,) = lake.read("candidates").to_dicts()
+        assert candidate["content"] == "Half done."
+        frame = pl.DataFrame({"trajectory_id": [trajectory["trajectory_id"]], "kind": ["answer"],
+                              "content": [candidate["content"]]})
+        (context,) = contexts_of(frame, steps)
+        assert [s["step_index"] for s in context] == [0, 1, 2, 3, 4]
+
+
 class TestFormatErrorContexts:
     """mini-swe-agent 2.4.x never adds a reply it cannot parse to its messages (agents/default.py: query()
     adds the model's message only after model.query() returns, and model.query() raises FormatError from

@@ -33,14 +33,16 @@ Mapping (one session = one trajectory):
   (an output says through its exit code: the structured ``{"output", "metadata": {"exit_code"}}`` form,
   or the header above ``Output:`` of the freeform ``Exit code: N`` and unified-exec ``Process exited
   with code N`` forms);
-* a ``compacted`` line becomes a ``system`` step carrying the summary (its ``replacement_history``, the
-  history the model is sent from then on, stays in that step's ``extra``), placed where the summary sits in
-  that history: items of it the session's first steps already are stay those steps, the others become steps
-  written with it (``extra.replayed_by_compaction``: sent again, not typed again), and the first step
+* a ``compacted`` line becomes a ``user`` step carrying the summary, as codex-rs sends it (``(no summary
+  available)`` for an empty one; remote compaction's encrypted ``compaction`` item, which has no text, a
+  ``system`` step), its ``replacement_history``, the history the model is sent from then on, in that step's
+  ``extra``, placed where the summary sits in that history: items of it the session's first steps already
+  are stay those steps, the others become steps written with it (``extra.replayed_by_compaction``: sent
+  again, not typed again, so no action of the value model's and not the final answer), and the first step
   written carries ``summarizes_steps`` over the steps before it but those kept, so a context after the
   compaction is the replacement history and what follows (without one, CLIs up to ~0.50: the opening
-  context steps, the user's latest requests up to 20,000 tokens, the summary, as ``build_compacted_history``
-  rebuilds it);
+  context steps, the user's latest requests up to 20,000 tokens, text with images as its text, the summary,
+  as ``build_compacted_history`` rebuilds it);
 * messages between agents (multi-agent sessions) are steps: an ``agent_message`` response item
   (``{author, recipient, content: [input_text | encrypted_content]}``) and the older
   ``inter_agent_communication`` rollout line (``{author, recipient, other_recipients, content,
@@ -124,6 +126,7 @@ from trajectory_lake._json import loads
 from trajectory_lake.adapters._base import Adapter, RunGroup, SourceFile
 from trajectory_lake.adapters._harbor import harbor_conversion
 from trajectory_lake.records import (
+    REPLAYED_BY_COMPACTION,
     SUMMARIZES_STEPS,
     Bundle,
     Notice,
@@ -208,6 +211,8 @@ _COMPACTION_ITEMS = frozenset({"compaction", "compaction_summary", "context_comp
 # What a compaction keeps of the user's messages at most, in tokens (codex-rs compact.rs
 # ``COMPACT_USER_MESSAGE_MAX_TOKENS``).
 _COMPACT_USER_MESSAGE_TOKENS = 20_000
+# What build_compacted_history sends in place of an empty summary (codex-rs compact.rs).
+_NO_SUMMARY = "(no summary available)"
 _REPEATED_TURN_ITEMS = frozenset({"UserMessage", "AgentMessage", "Reasoning", "HookPrompt"})
 # Text the harness injects as ``user`` messages; the user's own request is none of these (codex-rs
 # ``core/src/contextual_user_message.rs``: the contextual fragments, hook prompts and the legacy warnings,
@@ -478,8 +483,10 @@ class _Session:
         before it (codex-rs ``core/src/compact.rs``: ``CompactedItem``; a resumed session rebuilds its history
         the same way). Items of that history the first steps already are (the session's opening context, a
         first request kept) stay those steps; the others are written here, in its order, marked
-        ``replayed_by_compaction``, and the summary (the ``message``, a user message of the history; remote
-        compaction's encrypted ``compaction`` item, ``message`` empty) is one ``system`` step where it sits.
+        ``replayed_by_compaction`` (context sent again: no decision, no answer), and the summary is one step
+        where it sits: a ``user`` step of the ``message``, which codex-rs sends as a user message
+        (``build_compacted_history``, ``"(no summary available)"`` for an empty one), or, for remote
+        compaction's encrypted ``compaction`` item (``message`` empty), a ``system`` step of no text.
         The first step written carries ``summarizes_steps`` = [the first step not kept, itself], so
         ``seen_before`` gives the kept steps, these steps, then what follows."""
         message = payload.get("message")
@@ -489,11 +496,12 @@ class _Session:
         if history is not None and not isinstance(history, list):
             raise ValueError(f"compacted.replacement_history must be a list, got {type(history).__name__}")
         extra = {k: v for k, v in payload.items() if k != "message"}
-        summary = {"role": "system", "content": message, "extra": {"rollout_type": "compacted", **extra}}
+        summary = {"role": "user", "content": message, "extra": {"rollout_type": "compacted", **extra}}
         if history is None:  # CLIs up to ~0.50: the opening context, the requests kept, then the summary
             first = self._opening_steps()
             replayed = [_replayed_request(text) for text in self._kept_requests()]
             at = len(replayed)
+            summary["content"] = message or _NO_SUMMARY
         else:
             first = self._shared_prefix(history)
             replayed, at = [], None
@@ -501,10 +509,12 @@ class _Session:
                 kind = item.get("type") if isinstance(item, dict) else None
                 if at is None and (kind in _COMPACTION_ITEMS or _is_summary_item(item, message)):
                     at = len(replayed)  # the summary's place: one step for the summary, message or encrypted
+                    if kind in _COMPACTION_ITEMS:  # encrypted: sent as that item, no one's message
+                        summary["role"] = "system"
                     continue
                 step = _item_step(kind, item) if isinstance(kind, str) else None
                 if step is not None:
-                    step["extra"]["replayed_by_compaction"] = True
+                    step["extra"][REPLAYED_BY_COMPACTION] = True
                     replayed.append(step)
             at = len(replayed) if at is None else at
         written = [*replayed[:at], summary, *replayed[at:]]
@@ -544,15 +554,21 @@ class _Session:
         """The requests a compaction without a replacement history keeps (``build_compacted_history``): the
         user's messages in the history since the last compaction, the latest ones up to 20,000 tokens (4
         bytes a token, as ``approx_token_count`` counts); one that does not fit whole, which upstream cuts
-        to the tokens left, is left out."""
+        to the tokens left, is left out. A request with images is kept as its text (``collect_user_messages``
+        takes ``UserMessageItem::message()``, the text inputs; the images are not sent again)."""
         start = max((i for i, s in enumerate(self.steps) if s["extra"].get(SUMMARIZES_STEPS)), default=0)
-        texts = [
-            s["content"]
-            for s in self.steps[start:]
-            if s["role"] == "user" and s["extra"].get("item_type") == "message"
-            and isinstance(s.get("content"), str) and not is_injected_context(s["content"])
-            and not s["extra"].get("rolled_back")
-        ]
+        texts = []
+        for step in self.steps[start:]:
+            content = step.get("content")
+            text = _user_input_text(content) if isinstance(content, list) else content
+            if (
+                step["role"] == "user"
+                and step["extra"].get("item_type") == "message"
+                and isinstance(text, str)
+                and not is_injected_context(text)
+                and not step["extra"].get("rolled_back")
+            ):
+                texts.append(text)
         kept, left = [], _COMPACT_USER_MESSAGE_TOKENS
         for text in reversed(texts):
             tokens = (len(text.encode()) + 3) // 4
@@ -821,7 +837,7 @@ class _Session:
                 if isinstance(text, list):  # text with images: the text parts are what the user typed
                     text = _user_input_text(text)
                 if step["role"] == "user" and isinstance(text, str) and text.strip():
-                    if not is_injected_context(text):
+                    if not is_injected_context(text) and step["extra"].get("rollout_type") != "compacted":
                         return text
         return None
 
@@ -833,6 +849,7 @@ class _Session:
             and s["extra"].get("item_type") == "message"
             and not s["extra"].get("rolled_back")
             and not s["extra"].get("copied_context")
+            and not s["extra"].get(REPLAYED_BY_COMPACTION)  # a compaction's copy is no new answer
         ]
         phased = [s for s in assistant if s["extra"].get("phase") is not None]
         if phased:
@@ -953,7 +970,7 @@ def _item_step(kind: str, item: dict[str, Any]) -> dict[str, Any] | None:
 def _replayed_request(text: str) -> dict[str, Any]:
     """A request a compaction sends the model again (a user message of its replacement history)."""
     step = _step("user", {"type": "message"}, (), content=text)
-    step["extra"]["replayed_by_compaction"] = True
+    step["extra"][REPLAYED_BY_COMPACTION] = True
     return step
 
 
