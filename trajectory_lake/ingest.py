@@ -731,15 +731,19 @@ def _group(
             continue
         source = SourceFile(path=path)
         errors: list[str] = []
-        adapter = detect(source, errors)
         hints: dict[str, Any] = {}
         labels: list[Any] = []
-        if adapter is not None:
-            try:  # adapter code: a defect in it costs this file, not the ingest
-                hints, labels = adapter.hints(source), list(adapter.labels(source))
-            except Exception as exc:  # noqa: BLE001 - quarantined with the reason
-                errors.append(f"{adapter.name} failed reading its run hints or labels: {type(exc).__name__}: {exc}")
-                adapter = None
+        # the leading lines the sniffers parsed serve the hints too (an OpenHands output.jsonl line is ~90 KB)
+        with source.sniffing():
+            adapter = detect(source, errors)
+            if adapter is not None:
+                try:  # adapter code: a defect in it costs this file, not the ingest
+                    hints, labels = adapter.hints(source), list(adapter.labels(source))
+                except Exception as exc:  # noqa: BLE001 - quarantined with the reason
+                    errors.append(
+                        f"{adapter.name} failed reading its run hints or labels: {type(exc).__name__}: {exc}"
+                    )
+                    adapter = None
         if adapter is None:
             # Only the head is read: an unknown file may be larger than memory (the writer caps raw anyway).
             raw = source.head(writer.max_raw_bytes + 1)
