@@ -40,16 +40,14 @@ from trajectory_lake.records import (
     make_task,
     make_trajectory,
 )
-from trajectory_lake.schema import KEYS, schema_of
+from trajectory_lake.schema import KEYS
 
 if TYPE_CHECKING:
-    import deltalake
     import polars as pl
 
     from trajectory_lake.lake import Lake
 else:  # the service imports this module for ServedCandidate and FeedbackWrite, with or without a lake
     pl = lazy_import("polars", feature="feedback to the lake")
-    deltalake = lazy_import("deltalake", feature="feedback to the lake")
 
 __all__ = [
     "SERVED_HARNESS",
@@ -275,31 +273,6 @@ def feedback_rows(feedback: Feedback, *, ingest_id: str) -> dict[str, list[dict[
     return out
 
 
-# each failed attempt means another writer changed the table's metadata first
-_UPGRADE_ATTEMPTS = 20
-
-
-def _add_missing_columns(lake: Lake, table: str) -> None:
-    """Give a table created before its schema grew the new (nullable) columns.
-
-    Writers that start at once all find the columns missing; Delta commits one ADD COLUMN and rejects
-    the others (``CommitFailedError``: the metadata changed), whose writers then read the table again
-    and find the columns there.
-    """
-    for attempt in range(_UPGRADE_ATTEMPTS):
-        dt = lake.delta_table(table)
-        present = set(dt.schema().to_arrow().names)
-        missing = [f for f in schema_of(table) if f.name not in present]
-        if not missing:
-            return
-        try:
-            dt.alter.add_columns([deltalake.Field.from_arrow(f) for f in missing])
-            return
-        except deltalake.exceptions.CommitFailedError:
-            if attempt + 1 == _UPGRADE_ATTEMPTS:
-                raise
-
-
 def _unique(table: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     seen: dict[tuple[Any, ...], dict[str, Any]] = {}
     for row in rows:
@@ -319,8 +292,7 @@ def write_feedback(lake: Lake, feedback: Feedback) -> FeedbackWrite:
     """
     from trajectory_lake.lake import conform
 
-    lake.create()
-    _add_missing_columns(lake, "rerank_events")
+    lake.create()  # and gives a rerank_events table from before feedback its columns (schema.MIGRATIONS)
     rows = feedback_rows(feedback, ingest_id=stable_id("feedback", feedback.request_id, feedback.event_id))
     metadata = {
         "harvest.operation": "feedback",

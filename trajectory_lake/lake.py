@@ -36,8 +36,9 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from deltalake.fs import DeltaStorageHandler
 from deltalake.transaction import AddAction
 
+from trajectory_lake._migrations import SCHEMA_VERSION_PROPERTY, migrate
 from trajectory_lake.exceptions import CommitConflictError, LakeError, SchemaMismatchError, TableNotFoundError
-from trajectory_lake.schema import KEYS, PARTITIONS, TABLE_NAMES, schema_of
+from trajectory_lake.schema import KEYS, PARTITIONS, SCHEMA_VERSION, TABLE_NAMES, schema_of
 
 __all__ = ["Lake", "StagedAppend"]
 
@@ -107,21 +108,30 @@ class Lake:
     # -- creation -------------------------------------------------------------------------------
 
     def create(self) -> Lake:
-        """Create every missing table (idempotent, safe to race with other processes).
+        """Create every missing table and bring the others to this code's schema (idempotent, safe to race
+        with other processes); every writer opens the lake with it.
 
         Each table is created by exactly one commit, its version 0, whoever runs this at the same time:
         the commit that writes version 0 is put-if-absent (on S3, a conditional PUT), and a process that
-        loses that race uses the table the winner created.
+        loses that race uses the table the winner created. A table created before columns were added to
+        its schema gets them (the steps of ``schema.MIGRATIONS`` it lacks, one commit each: see
+        ``trajectory_lake._migrations``).
 
         Returns:
             ``self``, for chaining.
+
+        Raises:
+            SchemaMismatchError: a table was written by a newer Harvest (upgrade).
         """
+        existing = []
         for table in TABLE_NAMES:
             if self.exists(table):
+                existing.append(table)
                 continue
             if self.is_local:
                 Path(self.table_uri(table)).mkdir(parents=True, exist_ok=True)
-            configuration = {**_TABLE_CONFIGURATION, "delta.dataSkippingStatsColumns": _STATS_COLUMNS[table]}
+            configuration = {**_TABLE_CONFIGURATION, "delta.dataSkippingStatsColumns": _STATS_COLUMNS[table],
+                             SCHEMA_VERSION_PROPERTY: str(SCHEMA_VERSION)}
             try:
                 DeltaTable.create(
                     self.table_uri(table),
@@ -135,12 +145,14 @@ class Lake:
                     # CREATE that replaces the winner's metadata (a new table id and creation time, and this
                     # process's schema and properties) after the others may have written. It fails instead.
                     commit_properties=CommitProperties(max_commit_retries=0),
+                    raise_if_key_not_exists=False,  # delta-rs refuses other keys than delta.* without it
                 )
             except (DeltaError, CommitFailedError, OSError) as exc:
                 # Another process created it between our check and our commit (facts §1.12).
                 if not self.exists(table):
                     raise
                 logger.debug("table %s was created concurrently: %s", table, exc)
+        migrate(self, existing)
         return self
 
     def exists(self, table: str) -> bool:
@@ -266,8 +278,16 @@ class Lake:
         return f" (its latest version is {latest})"
 
     def scan(self, table: str, *, version: int | str | datetime | None = None) -> pl.LazyFrame:
-        """A lazy polars frame over ``table`` (at ``version``, else the latest)."""
-        return pl.scan_delta(self.delta_table(table, version=version))
+        """A lazy polars frame over ``table`` (at ``version``, else the latest), with every column of the
+        table's schema: one a version lacks (written before a migration added it) reads as null."""
+        dt = self.delta_table(table, version=version)
+        frame = pl.scan_delta(dt)
+        present = {field.name for field in dt.schema().fields}
+        missing = [field for field in schema_of(table) if field.name not in present]
+        if missing:
+            nulls = pl.from_arrow(pa.schema(missing).empty_table()).schema
+            frame = frame.with_columns(pl.lit(None, dtype).alias(name) for name, dtype in nulls.items())
+        return frame
 
     def read(self, table: str, *, version: int | str | datetime | None = None) -> pl.DataFrame:
         """``scan`` + collect.

@@ -32,6 +32,7 @@ __all__ = [
     "SUMMARIZES_STEPS",
     "TOOL_CALLS_PARSED_FROM",
     "Bundle",
+    "Label",
     "Notice",
     "Quarantined",
     "Skipped",
@@ -45,6 +46,7 @@ __all__ = [
     "make_step",
     "make_task",
     "make_trajectory",
+    "merge_labels",
     "normalise_tool_calls",
     "normalise_tool_definitions",
     "render_action",
@@ -160,6 +162,65 @@ class Notice:
     """
 
     message: str
+
+
+class Label(float):
+    """A label's value with what its source says beyond it (``extra``: the tests a SWE-bench report lists,
+    its patch flags), which the outcome made of it keeps in its ``extra`` column (:func:`make_outcome`).
+
+    It is a float wherever labels are numbers (``RunGroup.labels``, an adapter's ``labels``), so every
+    adapter that turns a report's labels into outcomes passes the details on unchanged.
+
+    Examples:
+        >>> label = Label(1.0, {"patch_exists": True})
+        >>> label == 1.0, label.extra, Label.from_json(label.to_json()).extra
+        (True, {'patch_exists': True}, {'patch_exists': True})
+    """
+
+    extra: dict[str, Any]
+
+    def __new__(cls, value: float, extra: Mapping[str, Any] | None = None) -> Label:
+        label = super().__new__(cls, value)
+        label.extra = dict(extra or {})
+        return label
+
+    def __reduce__(self) -> tuple[type[Label], tuple[float, dict[str, Any]]]:
+        return Label, (float(self), self.extra)
+
+    def __repr__(self) -> str:
+        return f"Label({float(self)!r}, {self.extra!r})"
+
+    def to_json(self) -> float | dict[str, Any]:
+        """As JSON (a waiting label's raw in the quarantine): the value, or ``{value, extra}``."""
+        return {"value": float(self), "extra": self.extra} if self.extra else float(self)
+
+    @staticmethod
+    def from_json(value: Any) -> float:  # noqa: ANN401 - a JSON value
+        """A label :meth:`to_json` wrote (or a bare number), back."""
+        if isinstance(value, dict):
+            return Label(value["value"], value.get("extra"))
+        return float(value)
+
+
+def merge_labels(into: dict[str, float], labels: Mapping[str, float]) -> None:
+    """Add a source's ``labels`` to those another source of the same instance gave (``into``): each replaces
+    the one of its name, but one that gives the same value without details keeps the details the other gave
+    (a run summary read after an instance's report says only that it resolved).
+
+    Examples:
+        >>> labels = {"resolved": Label(1.0, {"patch_exists": True})}
+        >>> merge_labels(labels, {"resolved": 1.0, "f2p_pass_rate": 1.0})
+        >>> labels
+        {'resolved': Label(1.0, {'patch_exists': True}), 'f2p_pass_rate': 1.0}
+        >>> merge_labels(labels, {"resolved": 0.0})
+        >>> labels["resolved"]
+        0.0
+    """
+    for name, value in labels.items():
+        held = into.get(name)
+        if isinstance(held, Label) and float(held) == float(value):
+            value = Label(value, {**held.extra, **getattr(value, "extra", {})})
+        into[name] = value
 
 
 def _now() -> datetime:
@@ -636,8 +697,11 @@ def make_outcome(
     source: str,
     evaluator: str | None = None,
     recorded_at: datetime | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """An ``outcomes`` row: one evaluation ``name`` = ``value`` of ``candidate`` by ``evaluator``."""
+    """An ``outcomes`` row: one evaluation ``name`` = ``value`` of ``candidate`` by ``evaluator``; what the
+    label's source says beyond the value (``extra``, and a :class:`Label`'s own) is its ``extra``."""
+    details = {**(value.extra if isinstance(value, Label) else {}), **(extra or {})}
     value = float(value)
     if not math.isfinite(value):
         raise ValueError(f"outcome {name!r} must be finite, got {value!r}")
@@ -652,4 +716,5 @@ def make_outcome(
         "source": source,
         "evaluator": evaluator,
         "recorded_at": recorded_at or _now(),
+        "extra": json_or_none(details),
     }

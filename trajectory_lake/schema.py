@@ -7,26 +7,35 @@ Storage contract (see ``../shared/DESIGN.md``):
 * timestamps are ``timestamp[us, UTC]`` (delta-rs downcasts ns and flips the protocol on naive ones);
 * integers are ``int64`` / ``int32`` chosen up front (Delta has no type widening);
 * each table has one key (``KEYS``) built from deterministic, content-addressed ids, so writing the
-  same record twice adds nothing.
+  same record twice adds nothing;
+* a table's schema only grows, by nullable columns: each column added after a table could already hold
+  rows is a step of ``MIGRATIONS``, which a writer opening an older lake applies (``Lake.create``). A
+  table records the schema version it was created at in its Delta table property
+  ``harvest.schema_version``, and a migration step the version it brings in its commit metadata.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 import pyarrow as pa
 
 __all__ = [
     "KEYS",
+    "MIGRATIONS",
     "PARTITIONS",
     "SCHEMA_VERSION",
     "TABLES",
     "TABLE_NAMES",
     "TOOL_CALL",
+    "Migration",
     "schema_of",
 ]
 
-SCHEMA_VERSION: Final = 2
+# The schema version this code writes: the newest version of MIGRATIONS. 2: tables partitioned by benchmark;
+# 3: outcomes.extra, and the rerank_events columns feedback added (see MIGRATIONS).
+SCHEMA_VERSION: Final = 3
 
 _TS = pa.timestamp("us", tz="UTC")
 
@@ -141,6 +150,9 @@ TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("evaluator", pa.string()),
             pa.field("recorded_at", _TS),
             *_PROVENANCE,
+            # JSON: what the label's source says beyond its value (the tests a SWE-bench report lists, its
+            # patch flags); added at schema version 3, null in the rows written before
+            pa.field("extra", pa.string()),
         ]
     ),
     "ingests": pa.schema(
@@ -233,6 +245,52 @@ KEYS: Final[dict[str, tuple[str, ...]]] = {
     "rerank_events": ("request_id", "event_id"),
     "slices": ("slice_id",),
 }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Migration:
+    """One step of the lake's schema evolution: nullable columns added to a table that may hold rows.
+
+    Attributes:
+        version: the schema version the step belongs to (several steps may share one).
+        name: the step's name, recorded in the commit metadata of the commit that applies it.
+        table: the table it adds columns to.
+        columns: the columns it adds, as ``TABLES[table]`` defines them (all nullable: rows written before
+            read them as null).
+    """
+
+    version: int
+    name: str
+    table: str
+    columns: tuple[str, ...]
+
+    def fields(self) -> list[pa.Field]:
+        """The Arrow fields of the columns this step adds, from ``TABLES``."""
+        return [TABLES[self.table].field(name) for name in self.columns]
+
+
+# Every column added to a table after it could hold rows, oldest first; a writer opening the lake applies
+# each step its tables lack, one Delta commit per step (trajectory_lake._migrations). A new column is a field
+# in TABLES (nullable, at the end) and a step here; a new version also bumps SCHEMA_VERSION.
+MIGRATIONS: Final[tuple[Migration, ...]] = (
+    # feedback (3aab3ed) grew rerank_events at version 2, upgrading old tables itself, without a bump
+    Migration(
+        version=3,
+        name="rerank_events-feedback-columns",
+        table="rerank_events",
+        columns=(
+            "event_id",
+            "model_revision",
+            "candidate_ids",
+            "values",
+            "outcome_name",
+            "outcome_value",
+            "outcome_index",
+            "recorded_at",
+        ),
+    ),
+    Migration(version=3, name="outcomes-extra", table="outcomes", columns=("extra",)),
+)
 
 
 def schema_of(table: str) -> pa.Schema:

@@ -265,6 +265,10 @@ _CREATE = _AT_ONCE + """
 lake.create()
 print(json.dumps({t: lake.delta_table(t).metadata().id for t in sorted(lake.versions())}))
 """
+_MIGRATE = _AT_ONCE + """
+from trajectory_lake._migrations import migrate
+print(json.dumps(migrate(lake, ["outcomes"])))
+"""
 _INGEST = _AT_ONCE + """
 main(["ingest", sys.argv[6], "--lake", uri, "--json",
       *(f"--storage-option={k}={v}" for k, v in options.items())], prog_name="harvest")
@@ -374,12 +378,30 @@ class TestUpgradeAtOnce:
         lake = new_lake()
         DeltaTable.create(lake.table_uri("rerank_events"), old_rerank_events_schema(),
                           storage_options=lake.storage_options)
-        lake.create()  # the other tables
+        # no lake.create() here: it would add the columns itself (the writers create the other tables)
         written = [json.loads(out) for out in _run_at_once(_FEEDBACK, lake, [""] * 6, tmp_path / "signals")]
         assert [w["rerank_events"] for w in written] == [1] * 6
         assert [c["operation"] for c in lake.history("rerank_events")].count("ADD COLUMN") == 1
         events = lake.read("rerank_events")
         assert events.columns == schema_of("rerank_events").names and events["event_id"].n_unique() == 6
+
+    def test_two_writers_opening_a_lake_whose_outcomes_lack_extra_migrate_it_once(self, new_lake, tmp_path):
+        # Both find the column missing; Delta commits one ADD COLUMN (the migration outcomes-extra) and
+        # rejects the other, whose writer reads the table again, finds the column and goes on.
+        from trajectory_lake.schema import schema_of
+
+        from .test_migrations import OLD_OUTCOMES
+
+        lake = new_lake()
+        DeltaTable.create(lake.table_uri("outcomes"), OLD_OUTCOMES, partition_by=["benchmark"],
+                          storage_options=lake.storage_options)
+        outputs = _run_at_once(_MIGRATE, lake, [""] * 2, tmp_path / "signals")
+        assert sorted(json.loads(out) for out in outputs) == [[], ["outcomes-extra"]]  # each one's commits
+        history = lake.history("outcomes")
+        assert [c.get("harvest.migration") for c in history if c["operation"] == "ADD COLUMN"] == [
+            "outcomes-extra"
+        ]
+        assert [f.name for f in lake.delta_table("outcomes").schema().fields] == schema_of("outcomes").names
 
 
 def _assert_ingests_reconcile(lake: Lake, reports: list[dict]) -> None:
