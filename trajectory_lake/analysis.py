@@ -42,6 +42,7 @@ from typing import Any
 import polars as pl
 
 from trajectory_lake.lake import Lake
+from trajectory_lake.records import COPIED_CONTEXT, REPLAYED_BY_COMPACTION
 
 __all__ = [
     "ANALYSIS_TABLES",
@@ -365,9 +366,19 @@ def _program(command: str) -> str | None:
 
 
 def _actions(steps: pl.LazyFrame) -> pl.LazyFrame:
-    """One row per tool call of an assistant step: ``trajectory_id, step_index, action``."""
+    """One row per tool call of an assistant step: ``trajectory_id, step_index, action``. A step that is
+    history the trajectory was shown again rather than wrote (``extra.replayed_by_compaction``,
+    ``copied_context``, ATIF's ``is_copied_context``: :func:`trajectory_lake.slices.replayed`) is no
+    action of its own."""
+    agent = pl.col("role") == "assistant"
+    if "extra" in steps.collect_schema().names():
+        for key in (REPLAYED_BY_COMPACTION, *COPIED_CONTEXT):
+            # a literal search first: parsing every step's extra (model responses, often kilobytes) costs
+            marked = (pl.col("extra").str.contains(f'"{key}"', literal=True)
+                      & (pl.col("extra").str.json_path_match(f"$.{key}") == "true"))
+            agent &= ~marked.fill_null(False)
     return (
-        steps.filter(pl.col("role") == "assistant")
+        steps.filter(agent)
         .select("trajectory_id", "step_index", "tool_calls")
         .explode("tool_calls")
         .filter(pl.col("tool_calls").is_not_null())

@@ -26,6 +26,7 @@ from trajectory_lake._json import dumps_sorted
 from trajectory_lake._secrets import without_secrets
 
 __all__ = [
+    "COPIED_CONTEXT",
     "NEXT_CALL_ONLY",
     "NOT_IN_HISTORY",
     "REPLAYED_BY_COMPACTION",
@@ -85,6 +86,12 @@ NEXT_CALL_ONLY = "next_call_only"
 # that follow, but no decision was taken there, so it is no action (``value_model.data.action_examples_of``),
 # no answer, and no action's own thought (:func:`trajectory_lake.slices.own_thought`).
 REPLAYED_BY_COMPACTION = "replayed_by_compaction"
+# The keys of a step's ``extra`` (``true``) that make it a copy of history another trajectory took: a Codex
+# sub-agent's replay of its parent's conversation (``copied_context``, the rollout lines before
+# ``subagent_history_start_ordinal``) and ATIF v1.5's ``is_copied_context`` (a continuation's copy of the
+# trajectory it continues, a subagent's of its parent's). Like a step a compaction replays, it is in the
+# contexts that follow but is no decision, answer or thought of its own trajectory.
+COPIED_CONTEXT: tuple[str, ...] = ("copied_context", "is_copied_context")
 
 
 @dataclass(slots=True)

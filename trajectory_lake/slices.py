@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from trajectory_lake._hashing import canonical_json
 from trajectory_lake.dependencies import lazy_import
 from trajectory_lake.records import (
+    COPIED_CONTEXT,
     NEXT_CALL_ONLY,
     NOT_IN_HISTORY,
     REPLAYED_BY_COMPACTION,
@@ -67,6 +68,7 @@ __all__ = [
     "load_spec",
     "load_steps",
     "own_thought",
+    "replayed",
     "resolve_slice",
     "scan_slice",
     "scan_steps",
@@ -860,7 +862,9 @@ def load_steps(lake: Lake, trajectory_ids: Iterable[str], *, version: int | None
         absent), and, on a compaction's summary, the steps it stands for (``extra.summarizes_steps``), on a
         step the agent kept out of its history ``not_in_history``, on one it sent in one call only
         ``next_call_only`` (as :func:`seen_before` reads them all), on one a compaction sent again
-        ``replayed_by_compaction`` (no decision: ``value_model.data.action_examples_of`` skips it).
+        ``replayed_by_compaction`` and on a copy of another trajectory's history ``copied_context`` (Codex's
+        ``copied_context`` or ATIF's ``is_copied_context``): no decision (:func:`replayed`;
+        ``value_model.data.action_examples_of`` skips them).
     """
     ids = set(trajectory_ids)
     if not ids or not lake.exists("steps"):
@@ -874,7 +878,9 @@ def load_steps(lake: Lake, trajectory_ids: Iterable[str], *, version: int | None
                 pl.when(pl.col("extra").str.contains(f'"{SUMMARIZES_STEPS}"', literal=True)
                         | pl.col("extra").str.contains(f'"{NOT_IN_HISTORY}"', literal=True)
                         | pl.col("extra").str.contains(f'"{NEXT_CALL_ONLY}"', literal=True)
-                        | pl.col("extra").str.contains(f'"{REPLAYED_BY_COMPACTION}"', literal=True))
+                        | pl.col("extra").str.contains(f'"{REPLAYED_BY_COMPACTION}"', literal=True)
+                        | pl.any_horizontal(pl.col("extra").str.contains(f'"{key}"', literal=True)
+                                            for key in COPIED_CONTEXT))
                 .then(pl.col("extra")).alias("marked_extra"))
         .collect()
     )
@@ -889,6 +895,8 @@ def load_steps(lake: Lake, trajectory_ids: Iterable[str], *, version: int | None
                 row[SUMMARIZES_STEPS] = value[SUMMARIZES_STEPS]
             marks = (NOT_IN_HISTORY, NEXT_CALL_ONLY, REPLAYED_BY_COMPACTION)
             row.update({mark: True for mark in marks if value.get(mark) is True})
+            if any(value.get(key) is True for key in COPIED_CONTEXT):
+                row[COPIED_CONTEXT[0]] = True
         out.setdefault(row.pop("trajectory_id"), []).append(row)
     return out
 
@@ -1123,14 +1131,14 @@ def final_message_at(trajectory: Sequence[Mapping[str, Any]], candidate: str) ->
     the diff, then its ``(Open file: ...)`` footer); mini-swe-agent's ``exit`` step holds the diff alone; or
     the agent's last steps without calls whose texts as written, joined by a blank line, are the candidate
     (a Claude Code response's text blocks). An answer found so takes with it the reasoning-only steps just
-    before it. Steps a compaction sent the model again (``replayed_by_compaction``) are passed over: no one
-    wrote them there."""
+    before it. Steps the trajectory was shown again (:func:`replayed`: a compaction's replay, a copied
+    history) are passed over: no one wrote them there."""
     candidate = candidate.strip()
     at = len(trajectory)
     last = -1  # the agent's last step
     for i in range(len(trajectory) - 1, -1, -1):
         step = trajectory[i]
-        if step.get(REPLAYED_BY_COMPACTION):
+        if replayed(step):
             continue
         said = step_action(step)
         echoed = (step["role"] != "assistant" and said.startswith(candidate)
@@ -1151,13 +1159,22 @@ def final_message_at(trajectory: Sequence[Mapping[str, Any]], candidate: str) ->
     return at
 
 
+def replayed(step: Mapping[str, Any]) -> bool:
+    """Whether a step of :func:`load_steps` is history its trajectory was shown again rather than wrote: one a
+    compaction sends the model again (:data:`~trajectory_lake.records.REPLAYED_BY_COMPACTION`) or a copy of
+    another trajectory's (:data:`~trajectory_lake.records.COPIED_CONTEXT`). It is context, never a decision,
+    an answer or a thought of this trajectory."""
+    return bool(step.get(REPLAYED_BY_COMPACTION) or step.get(COPIED_CONTEXT[0]))
+
+
 def own_thought(trajectory: Sequence[Mapping[str, Any]], at: int) -> int:
     """Where the assistant step at ``at`` begins with its own thought: the reasoning-only assistant steps just
     before it (Codex's reasoning items, a Claude Code response's thinking line) go with it, as a client sends
     a candidate's reasoning with the candidate, not in the conversation before it. A reasoning step a
-    compaction sent again (``replayed_by_compaction``) is the context's, not the step's own thought."""
+    compaction sent again or a copied history holds (:func:`replayed`) is the context's, not the step's own
+    thought."""
     while (at and trajectory[at - 1]["role"] == "assistant" and not step_action(trajectory[at - 1])
-           and not trajectory[at - 1].get(REPLAYED_BY_COMPACTION)):
+           and not replayed(trajectory[at - 1])):
         at -= 1
     return at
 

@@ -33,7 +33,6 @@ from trajectory_lake.dependencies import lazy_import
 from trajectory_lake.records import (
     NEXT_CALL_ONLY,
     NOT_IN_HISTORY,
-    REPLAYED_BY_COMPACTION,
     SUMMARIZES_STEPS,
 )
 from trajectory_lake.slices import (
@@ -43,6 +42,7 @@ from trajectory_lake.slices import (
     final_message_at,
     load_steps,
     own_thought,
+    replayed,
     resolve_slice,
     scan_slice,
     seen_before,
@@ -238,8 +238,9 @@ def action_examples_of(trajectories: pl.DataFrame, steps: StepsByTrajectory) -> 
         steps: each trajectory's steps in order (:func:`load_steps`).
 
     Returns:
-        One row per non-empty assistant step (but those a compaction sent the model again,
-        ``replayed_by_compaction``: no decision was taken there), ordered by task, trajectory and step:
+        One row per non-empty assistant step (but those a compaction sent the model again or a copy of
+        another trajectory's history, :func:`~trajectory_lake.slices.replayed`: no decision was taken there),
+        ordered by task, trajectory and step:
         ``candidate_id`` (``<trajectory_id>/action/<step_index>``), ``kind`` = ``action``, ``step_index``,
         ``t``, ``n_actions``, ``content`` (the step's text and tool calls), ``reasoning`` (its own, with that
         of the reasoning-only steps just before it: its thought, which a client sends with the candidate),
@@ -257,9 +258,10 @@ def action_examples_of(trajectories: pl.DataFrame, steps: StepsByTrajectory) -> 
     for trajectory in outcome.iter_rows(named=True):
         trajectory_steps = steps.get(trajectory["trajectory_id"], ())
         decisions = decision_ids(trajectory["task_id"], trajectory_steps)
-        # a step a compaction sent again is context, not a decision taken there
+        # a step a compaction sent again, or a copy of another trajectory's history, is context, not a
+        # decision taken there
         actions = [(at, s) for at, s in enumerate(trajectory_steps) if s["role"] == "assistant"
-                   and step_action(s) and not s.get(REPLAYED_BY_COMPACTION)]
+                   and step_action(s) and not replayed(s)]
         for t, (at, step) in enumerate(actions):
             thought = own_thought(trajectory_steps, at)
             reasoning = [s["reasoning"] for s in trajectory_steps[thought:at + 1] if s["reasoning"]]

@@ -13,6 +13,7 @@ from value_model.data import (
     action_examples_of,
     contexts_of,
     load_examples,
+    load_steps,
     split_by_task,
     task_bucket,
     with_reference_positives,
@@ -655,3 +656,62 @@ class TestRequeryContexts:
         # after the last call the history alone is seen: no requery's rejected reply or error is in it
         assert [s["content"] for s in context if not s["content"].startswith(("OBSERVATION", "reply"))] == [
             "You are a helpful assistant."]
+
+
+class TestCopiedContext:
+    """Steps a trajectory holds as a copy of another's history: a Codex sub-agent's replay of its parent's
+    conversation (``extra.copied_context``) and an ATIF continuation's copy of the trajectory it continues
+    (``is_copied_context``). The model is shown them, so they are context, but the decisions in them were the
+    other trajectory's: an action row for one gave the parent's (or the first part's) decision the child's
+    outcome, twice over, and shifted every later ``t``."""
+
+    @staticmethod
+    def _frame(lake, trajectory):
+        return pl.DataFrame([{"trajectory_id": trajectory["trajectory_id"], "task_id": trajectory["task_id"],
+                              "prompt": "t", "value": 1.0}])
+
+    def test_a_codex_subagents_copy_of_its_parents_history_is_no_action(self, tmp_path):
+        from tests.trajectory_lake.test_ingest_codex import TestCodexSubagentCopiedHistory, _say
+        from trajectory_lake import Lake, ingest
+
+        own = [_say("Looking at parser.py.", phase="commentary"), _say("It is in tokenize().")]
+        path = TestCodexSubagentCopiedHistory()._rollout(tmp_path, own)
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        steps = load_steps(lake, [trajectory["trajectory_id"]])
+        actions = action_examples_of(self._frame(lake, trajectory), steps)
+        assert actions.select("t", "n_actions", "content").rows() == [
+            (0, 2, "Looking at parser.py."), (1, 2, "It is in tokenize().")]
+        (context,) = contexts_of(actions.head(1), steps)
+        # the copied history is still what the child was shown
+        assert [s["content"] for s in context] == [
+            "Fix the flaky parser tests.", "The parser tests pass now.",
+            "Find where the parser drops trailing commas."]
+
+    def test_an_atif_continuations_copied_steps_are_no_actions(self, tmp_path, shared_data):
+        from tests.trajectory_lake.test_ingest_atif import TestAtifContinuedTrajectory
+        from trajectory_lake import Lake, ingest
+
+        case = TestAtifContinuedTrajectory()
+        lake = Lake(tmp_path / "lake")
+        ingest([case._trial(tmp_path)], lake)
+        (continuation,) = (lake.read("trajectories")
+                           .filter(pl.col("source_uri").str.ends_with("trajectory.cont-1.json")).to_dicts())
+        steps = load_steps(lake, [continuation["trajectory_id"]])
+        actions = action_examples_of(self._frame(lake, continuation), steps)
+        assert actions.select("t", "n_actions", "content").rows() == [(0, 1, case.DONE)]
+
+    def test_copied_and_replayed_tool_calls_are_not_counted_as_the_trajectorys_actions(self):
+        from trajectory_lake.analysis import last_actions
+
+        def step(index, command, **extra):
+            call = {"id": f"c{index}", "name": "bash", "arguments": json.dumps({"command": command})}
+            return {"trajectory_id": "t", "step_index": index, "role": "assistant", "tool_calls": [call],
+                    "extra": json.dumps(extra, sort_keys=True) if extra else None}
+
+        steps = pl.DataFrame([step(0, "ls", copied_context=True), step(1, "cat a.py", is_copied_context=True),
+                              step(2, "pytest", replayed_by_compaction=False),
+                              step(3, "ls", replayed_by_compaction=True), step(4, "git diff")])
+        (row,) = last_actions(steps, n=5).to_dicts()
+        assert (row["n_actions"], row["last_actions"]) == (2, ["bash:pytest", "bash:git"])
