@@ -54,7 +54,8 @@ those its own group labelled as it was read):
 * several: nothing is guessed; each label is quarantined as ambiguous, with the runs named, and the
   ingest warns;
 * a label with no candidate (no run holds one, or the one run has none for that instance) is quarantined
-  as *waiting* (``WAITING`` in its error; raw: ``{instance_id: {outcome: value}}``) and the ingest warns.
+  as *waiting* (``WAITING`` in its error; raw: ``{instance_id: {outcome: value}}``, a value with details
+  as ``{value, extra}``: ``records.Label``) and the ingest warns.
   Its error says which runs matched and what they lack: no run at all, no submitted patch of the task, or
   only patches of other rollouts (a moatless search tree's several finished branches, of which the tree
   does not say which was submitted: the run's predictions, once ingested, hold the submitted one).
@@ -102,10 +103,12 @@ from trajectory_lake.adapters.swebench import (
 from trajectory_lake.lake import Lake
 from trajectory_lake.records import (
     Bundle,
+    Label,
     Quarantined,
     make_candidate,
     make_outcome,
     make_trajectory,
+    merge_labels,
     task_id_for,
 )
 
@@ -394,8 +397,9 @@ def waiting_labels(lake: Lake, *, read: Iterable[str] = ()) -> list[LateLabels]:
             except (ValueError, SyntaxError):
                 continue
             late.cut.update(labels)
-        else:
-            labels = loads(raw)
+        else:  # each label as _quarantined wrote it: a value, or {value, extra}
+            labels = {i: {name: Label.from_json(v) for name, v in outcomes.items()}
+                      for i, outcomes in loads(raw).items()}
         for instance_id, outcomes in labels.items():
             late.labels[instance_id] = outcomes
             late.instances.add(instance_id)
@@ -416,7 +420,7 @@ def _read_again(item: LateLabels) -> None:
                     if not isinstance(label, Quarantined):
                         summary = run_summary_of(label[0])  # a run summary keys its labels by its name
                         instance_id = summary[0] if summary is not None else label[0]
-                        by_source[source.path].setdefault(instance_id, {}).update(label[1])
+                        merge_labels(by_source[source.path].setdefault(instance_id, {}), label[1])
             except (OSError, ValueError) as exc:
                 logger.warning("waiting labels of %s cannot be read again: %s", source.path, exc)
             source.release()
@@ -663,7 +667,9 @@ def _other_patches(lake: Lake, staged: StagedRows, runs: list[dict[str, Any]],
 
 def _quarantined(item: LateLabels, instance_id: str, reason: str) -> tuple[SourceFile, Adapter, Quarantined]:
     source, adapter = item.origins[instance_id]
-    raw = canonical_json({instance_id: item.labels[instance_id]})
+    labels = {name: value.to_json() if isinstance(value, Label) else value
+              for name, value in item.labels[instance_id].items()}
+    raw = canonical_json({instance_id: labels})  # read back by waiting_labels
     return source, adapter, adapter.quarantine(f"$[{instance_id!r}]", reason, raw)
 
 

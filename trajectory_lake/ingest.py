@@ -67,7 +67,7 @@ from trajectory_lake.adapters.openai_chat import is_cassette
 from trajectory_lake.adapters.swebench import sb_cli_refetch_of
 from trajectory_lake.exceptions import CommitConflictError, SchemaMismatchError
 from trajectory_lake.lake import Lake, StagedAppend, _sql_string, conform
-from trajectory_lake.records import Bundle, Notice, Quarantined, Skipped, json_or_none
+from trajectory_lake.records import Bundle, Notice, Quarantined, Skipped, json_or_none, merge_labels
 from trajectory_lake.schema import KEYS, schema_of
 
 __all__ = ["DATA_SUFFIXES", "IngestReport", "TableCounts", "discover", "ingest"]
@@ -776,7 +776,7 @@ def _group(
                 writer.quarantine(source, adapter.name, item)
             else:
                 instance_id, outcome = item
-                group.labels.setdefault(instance_id, {}).update(outcome)
+                merge_labels(group.labels.setdefault(instance_id, {}), outcome)  # details of one kept
                 origins.setdefault(key, {}).setdefault(instance_id, (source, adapter))
         source.release()
         members.append((source, adapter))

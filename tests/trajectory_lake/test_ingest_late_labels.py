@@ -102,6 +102,12 @@ def _expected(lines: list[dict[str, Any]]) -> dict[str, float]:
     return {r["instance_id"]: float(r["resolved"]) for r in lines}
 
 
+def _summarised(lake: Lake) -> pl.DataFrame:
+    """The outcome rows a run summary gives: those of the per-instance reports (:func:`joint`) without their
+    extra (the entries' patch flags and tests), which a summary, a list of ids, does not have."""
+    return comparable_rows(lake, "outcomes").drop("extra")
+
+
 def _verdicts_by_run(lake: Lake) -> dict[str, dict[str, float]]:
     """run name -> instance id -> the ``resolved`` outcome of its candidate (labelled candidates only)."""
     out: dict[str, dict[str, float]] = {}
@@ -179,7 +185,8 @@ class TestReportAfterItsPredictions:
         path.write_text(json.dumps(summary))
         report = _ingest(lake, path)
         assert report.warnings == [] and _verdicts(lake) == _expected(lines)
-        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
+        assert _summarised(lake).equals(_summarised(joint))
+        assert lake.read("outcomes")["extra"].is_null().all()  # a summary lists ids only
 
 
 class TestReportBeforeItsPredictions:
@@ -197,8 +204,9 @@ class TestReportBeforeItsPredictions:
         assert f"no run in the lake or in this ingest matches run {SYSTEM!r}" in warning
         waiting = lake.read("quarantine")
         assert waiting["error"].str.starts_with(WAITING).all()
+        details = {k: v for k, v in report_entry(True).items() if k != "resolved"}  # the entry's, kept
         assert {k: v for raw in waiting["raw"] for k, v in json.loads(raw).items()} == {
-            iid: {"resolved": value} for iid, value in _expected(lines).items()
+            iid: {"resolved": {"value": value, "extra": details}} for iid, value in _expected(lines).items()
         }
         second = _ingest(lake, _predictions(run, lines))
         assert second.warnings == []
@@ -312,14 +320,16 @@ class TestRunSummaryLabelsTheRunItsNameNames:
         _ingest(lake, _predictions(tmp_path / "predictions" / SYSTEM, lines))
         report = _ingest(lake, _summary(tmp_path / "harness", MODEL, lines))
         assert report.warnings == [] and report.total("quarantined") == 0
-        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
+        assert _summarised(lake).equals(_summarised(joint))
+        assert lake.read("outcomes")["extra"].is_null().all()  # a summary lists ids only
 
     def test_a_summary_read_with_its_predictions_writes_the_joint_outcomes(self, lines, joint, tmp_path):
         lake = Lake(tmp_path / "lake")
         summary = _summary(tmp_path / "cwd", MODEL, lines)
         report = _ingest(lake, _predictions(tmp_path / SYSTEM, lines), summary)
         assert report.warnings == []
-        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
+        assert _summarised(lake).equals(_summarised(joint))
+        assert lake.read("outcomes")["extra"].is_null().all()  # a summary lists ids only
 
     def test_a_summary_in_another_runs_folder_labels_its_own_run_not_that_one(
         self, lines, other_lines, tmp_path
@@ -343,7 +353,8 @@ class TestRunSummaryLabelsTheRunItsNameNames:
         assert errors.str.starts_with(f"{WAITING}the run summary 'openai__gpt-4o.eval-1.json'").all()
         second = _ingest(lake, _predictions(tmp_path / "predictions" / SYSTEM, lines))
         assert second.warnings == []
-        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
+        assert _summarised(lake).equals(_summarised(joint))
+        assert lake.read("outcomes")["extra"].is_null().all()  # a summary lists ids only
 
     def test_two_models_the_name_fits_are_not_guessed_between(self, lines, other_lines, tmp_path):
         """``org__m.v2.r1.json``: model ``org/m``, run ``v2.r1``, or model ``org/m.v2``, run ``r1``."""

@@ -184,6 +184,23 @@ class TestMiniSweAgentLabels:
             "p2p_pass_rate": len(p2p["success"]) / (len(p2p["success"]) + len(p2p["failure"])),
         }
 
+    def test_the_resolved_outcome_keeps_the_reports_tests_and_patch_flags_in_extra(self, mini):
+        candidate = _candidate(mini[0], "django__django-11133")
+        outcomes = mini[0].read("outcomes").filter(pl.col("candidate_id") == candidate["candidate_id"])
+        extras = dict(outcomes.select("name", "extra").iter_rows())
+        assert extras["f2p_pass_rate"] is None and extras["p2p_pass_rate"] is None  # the resolved row's only
+        extra = json.loads(extras["resolved"])
+        assert (extra["patch_is_None"], extra["patch_exists"], extra["patch_successfully_applied"]) == (
+            False, True, True
+        )
+        tests = extra["tests_status"]
+        assert tests["FAIL_TO_PASS"] == {
+            "success": ["test_memoryview_content (httpwrappers.tests.HttpResponseTests)"], "failure": []
+        }
+        assert len(tests["PASS_TO_PASS"]["success"]) == 64 and tests["PASS_TO_PASS"]["failure"] == []
+        assert tests["FAIL_TO_FAIL"] == tests["PASS_TO_FAIL"] == {"success": [], "failure": []}
+        assert "resolved" not in extra  # the outcome's value
+
     def test_the_resolved_label_follows_a_report_that_says_unresolved(self, mini_dir, tmp_path):
         run = tmp_path / "deepseek-run"
         run.mkdir()

@@ -268,6 +268,21 @@ class TestSweBenchEvaluationFolder:
             (second, "p2p_pass_rate"): (1.0, "harness", "swe-bench"),
         }
 
+    def test_the_resolved_outcomes_keep_the_instance_reports_tests_in_extra(self, ingested, swe_lines):
+        lake, _ = ingested
+        first, second = (f"swe-bench/{line['instance_id']}" for line in swe_lines)
+        resolved = lake.read("outcomes").filter(pl.col("name") == "resolved")
+        extras = {task: json.loads(extra) for task, extra in resolved.select("task_id", "extra").iter_rows()}
+        flags = {"patch_is_None": False, "patch_exists": True, "patch_successfully_applied": True}
+        assert extras[first] == {**flags, "tests_status": {
+            "FAIL_TO_PASS": {"success": ["test_a"], "failure": ["test_b"]},
+            "PASS_TO_PASS": {"success": ["test_kept"], "failure": []},
+        }}
+        assert extras[second] == {**flags, "tests_status": {
+            "FAIL_TO_PASS": {"success": [], "failure": ["test_a"]},
+            "PASS_TO_PASS": {"success": ["test_kept"], "failure": []},
+        }}
+
     def test_completion_logs_are_ignored_with_the_reason_and_named_by_the_trajectory(
         self, ingested, run, swe_lines
     ):
@@ -365,7 +380,11 @@ class TestLabelSources:
         ingest([run / "metadata.json", run / "output.jsonl"], lake)
         report = ingest([run / "report.json", run / "eval_outputs"], lake)
         assert report.warnings == [] and lake.read("quarantine").height == 0
-        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
+        # The resolved rows are the first ingest's, from the verdict written back into the lines (which has
+        # no details): the reports' same rows are duplicates, and their details are not added to them.
+        assert comparable_rows(lake, "outcomes").drop("extra").equals(
+            comparable_rows(joint, "outcomes").drop("extra")
+        )
 
     def test_eval_infer_remote_results_label_the_same_candidate(self, swe_lines, completion_files, tmp_path):
         # eval_infer.py (remote runtime) writes output.swebench_eval.jsonl: EvalOutput lines with the run's

@@ -877,6 +877,19 @@ class TestMultiSweBenchSubmission:
         got = dict(swe_candidates(lake).select("instance_id", "resolved").iter_rows())
         assert got == {"multi-swe-bench/fmtlib__fmt-1171": 1.0, "multi-swe-bench/fmtlib__fmt-1361": 0.0}
 
+    def test_the_rest_of_each_report_is_the_resolved_outcomes_extra(self, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([self._submission(tmp_path)], lake)
+        rows = lake.read("outcomes").select("task_id", "extra").iter_rows()
+        extras = {task: json.loads(extra) for task, extra in rows}
+        failed = extras["multi-swe-bench/fmtlib__fmt-1361"]
+        assert failed == {k: v for k, v in _msb_report("fmtlib", "fmt", 1361, valid=False).items()
+                          if k not in ("org", "repo", "number", "valid")}
+        assert failed["error_msg"] == "No fix for failed test: run=(1, 0, 0), test=(0, 0, 0), fix=(0, 1, 0)"
+        assert extras["multi-swe-bench/fmtlib__fmt-1171"]["fixed_tests"] == {
+            "core-test": {"run": "PASS", "test": "NONE", "fix": "PASS"}
+        }
+
     def test_its_tasks_are_multi_swe_bench_s_as_openhands_names_them(self, tmp_path):
         """Its instance ids look like SWE-bench's but are Multi-SWE-bench tasks: the predictions must join
         the same tasks as an OpenHands evaluation on that dataset (``multi-swe-bench/<instance_id>``), not
@@ -1089,6 +1102,36 @@ class TestReportBesideALabelledSet:
         assert report.warnings == []
 
 
+class TestReportDetailsOfALinesOwnVerdict:
+    """A prediction line with its own ``resolved`` (no ``label_source``: the harness's, as the report's)
+    beside the run's report: the line's verdict is the outcome; the report's details stay with it where both
+    agree."""
+
+    @staticmethod
+    def _outcome(tmp_path: Path, line_says: bool) -> dict[str, Any]:
+        run = tmp_path / "my_run"
+        run.mkdir()
+        line = {"instance_id": "django__django-11099", "model_name_or_path": "m",
+                "model_patch": "diff --git a/x b/x\n", "resolved": line_says}
+        write_jsonl(run / "preds.jsonl", [line])
+        tests = {"FAIL_TO_PASS": {"success": ["test_a"], "failure": []}}
+        entry = {**report_entry(True), "tests_status": tests}
+        (run / "report.json").write_text(json.dumps({"django__django-11099": entry}))
+        lake = Lake(tmp_path / "lake")
+        ingest([run], lake)
+        return lake.read("outcomes").filter(pl.col("name") == "resolved").row(0, named=True)
+
+    def test_a_verdict_the_report_agrees_with_keeps_its_details(self, tmp_path):
+        outcome = self._outcome(tmp_path, line_says=True)
+        assert outcome["value"] == 1.0
+        tests = json.loads(outcome["extra"])["tests_status"]
+        assert tests == {"FAIL_TO_PASS": {"success": ["test_a"], "failure": []}}
+
+    def test_a_verdict_the_report_contradicts_has_none_of_its_details(self, tmp_path):
+        outcome = self._outcome(tmp_path, line_says=False)
+        assert (outcome["value"], outcome["extra"]) == (0.0, None)
+
+
 class TestLeaderboardSubmissionTrajectoryFolders:
     """SWE-agent 1.x writes ``<output_dir>/<instance_id>/<instance_id>.traj``; a submission keeps that as
     ``<run>/trajs/<instance_id>/<instance_id>.traj``, which ``run_dir_of`` took for a run named ``trajs``:
@@ -1218,6 +1261,13 @@ class TestSweBenchProHarnessOutput:
             # never scored: no resolved label, the infrastructure error recorded as its own outcome
             (f"swe-bench-pro/{self.BROKEN}", "infra_error", 1.0),
         ]
+
+    def test_the_infrastructure_errors_text_is_its_outcomes_extra(self, tmp_path):
+        lake = Lake(tmp_path / "lake")
+        ingest([self._run(tmp_path, {self.BROKEN: "Could not start container: 404"})], lake)
+        extras = dict(lake.read("outcomes").select("name", "extra").iter_rows())
+        assert json.loads(extras["infra_error"]) == {"error": "Could not start container: 404"}
+        assert extras["resolved"] is None  # eval_results.json says nothing but the verdict
 
     def test_the_empty_infra_errors_file_of_a_clean_run_is_read_not_quarantined(self, tmp_path):
         run = self._run(tmp_path, {})

@@ -66,6 +66,7 @@ from trajectory_lake.records import (
     make_step,
     make_task,
     make_trajectory,
+    merge_labels,
 )
 
 __all__ = ["AiderBenchmarkResult", "AiderResult", "parse_chat_history"]
@@ -140,8 +141,8 @@ class AiderResult(Adapter):
             results = as_list(document.get("all_results"), what="field 'all_results'")
             resolved = document.get("resolved")
             labels = dict(group.label(instance_id))
-            if resolved is not None:
-                labels["resolved"] = float(as_bool(resolved, what="field 'resolved'"))
+            if resolved is not None:  # its own verdict wins; the report's details stay where they agree
+                merge_labels(labels, {"resolved": float(as_bool(resolved, what="field 'resolved'"))})
             system = str_or_none(document.get("model_name_or_path"), what="field 'model_name_or_path'")
         except ValueError as exc:
             yield self.quarantine("$", str(exc), source.data)

@@ -83,6 +83,7 @@ from trajectory_lake.adapters._base import (
 from trajectory_lake.adapters._beside import batch_exit_statuses, exit_status_reports
 from trajectory_lake.records import (
     Bundle,
+    Label,
     Quarantined,
     Skipped,
     as_bool,
@@ -740,7 +741,11 @@ class SweBenchPredictions(_RecordAdapter):
         label_source = record.get("label_source")
         if record.get("resolved") is not None:
             own = label_source if isinstance(label_source, str) else REPORT_EVALUATOR
-            labels["resolved", own] = float(as_bool(record["resolved"], what="field 'resolved'"))
+            verdict = float(as_bool(record["resolved"], what="field 'resolved'"))
+            held = labels.get(("resolved", own))  # the report's, whose details stay where the line agrees
+            if isinstance(held, Label) and float(held) == verdict:
+                verdict = Label(verdict, held.extra)
+            labels["resolved", own] = verdict
         extra = {k: v for k, v in record.items() if k not in ("instance_id", "model_patch", "resolved", "system")}
         exit_status = "submitted" if patch.strip() else "empty_patch"
         # The run's own record of how the instance ended; a line that names its own run is not of this run.
@@ -900,10 +905,10 @@ class SweBenchReport(Adapter):
             return
         if self._is_pro_infra_errors(source, document):
             # Never scored: no ``resolved`` label (a broken environment is no wrong answer), but an
-            # ``infra_error`` outcome of 1.0 says the harness could not evaluate the patch; the error text
-            # stays in the file (an outcome holds a number).
-            for instance_id in document:
-                yield instance_id, {INFRA_ERROR: 1.0}
+            # ``infra_error`` outcome of 1.0 says the harness could not evaluate the patch; the error text is
+            # its extra.
+            for instance_id, error in document.items():
+                yield instance_id, {INFRA_ERROR: Label(1.0, {"error": error})}
             return
         if any(k in document for k in self._SUMMARY_KEYS) or isinstance(document.get("resolved"), list):
             name = summary_name(source.path)
@@ -931,11 +936,13 @@ class SweBenchReport(Adapter):
             locator = "$" if unkeyed is not None else f"$[{instance_id!r}]"
             try:
                 if unkeyed is not None and self._timed_out(report):
-                    yield unkeyed, {"resolved": 0.0}
+                    yield unkeyed, {"resolved": Label(0.0, report)}  # {timed_out, timeout}: its extra
                     continue
                 if "resolved" not in report:
                     raise ValueError("field 'resolved' is missing")
-                out = {"resolved": float(as_bool(report.get("resolved"), what="field 'resolved'"))}
+                # the entry's details (tests_status with the tests' names, the patch flags) are its extra
+                details = {key: value for key, value in report.items() if key != "resolved"}
+                out = {"resolved": Label(as_bool(report.get("resolved"), what="field 'resolved'"), details)}
                 out.update(self._entry_outcomes(report))
             except (ValueError, AttributeError, TypeError) as exc:
                 yield self.quarantine(locator, str(exc), _raw(report))
@@ -957,8 +964,8 @@ class SweBenchReport(Adapter):
         """What an instance's entry says beside its verdict: each test category's share of tests that pass
         (``<category>_pass_rate``, where the category lists tests: FAIL_TO_PASS the tests the fix must make
         pass, PASS_TO_PASS those it must not break) and ``infra_error`` (SWE-bench 5.x's ``infra_failure``:
-        the environment broke, advisory). Not kept: the test names (an outcome is a number; they stay in the
-        report file) and ``patch_is_None`` / ``patch_exists`` / ``patch_successfully_applied``."""
+        the environment broke, advisory). The test names and ``patch_is_None`` / ``patch_exists`` /
+        ``patch_successfully_applied`` are the ``resolved`` outcome's extra (:meth:`labels`)."""
         out: dict[str, float] = {}
         statuses = report.get("tests_status") or {}
         for category, name in cls._TEST_CATEGORIES:
@@ -992,7 +999,9 @@ class SweBenchReport(Adapter):
             reason = "field 'valid' (the report's verdict) must be true or false"
             yield self.quarantine("$.valid", f"{reason}, got {document.get('valid')!r}", _raw(document))
             return
-        yield instance_id, {"resolved": float(document["valid"])}
+        # the rest of the report (error_msg, the tests of each kind, each run's results) is its extra
+        details = {k: v for k, v in document.items() if k not in ("org", "repo", "number", "valid")}
+        yield instance_id, {"resolved": Label(document["valid"], details)}
 
     def _summary_labels(
         self, document: dict[str, Any], path: Path
