@@ -1403,6 +1403,26 @@ class TestSweBenchInfraFailures:
             "p2f_pass_rate": 0.0,
         }
 
+    def test_a_category_of_another_shape_gives_no_rate_and_keeps_the_verdict(self, tmp_path):
+        """A category that is not the harness's ``{success, failure}`` lists (a list of names, counts) gave an
+        AttributeError that quarantined the whole entry, its verdict with it (review of 5de8cf6): it gives no
+        rate, and the entry, that category included, is the verdict's extra."""
+        run = self._run(tmp_path)
+        statuses = {
+            "FAIL_TO_PASS": {"success": ["test_x"], "failure": []},
+            "PASS_TO_PASS": {"success": 3, "failure": 0},
+            "PASS_TO_FAIL": ["test_f"],
+        }
+        entry = {**_DAEMON_REPORTS["django__django-11019"], "resolved": True, "tests_status": statuses}
+        report_path = run / "logs" / "django__django-11019" / "report.json"
+        report_path.write_text(json.dumps({"django__django-11019": entry}))
+        lake = Lake(tmp_path / "lake")
+        assert ingest([run], lake).total("quarantined") == 0
+        rows = lake.read("outcomes").filter(pl.col("task_id") == "swe-bench/django__django-11019")
+        assert dict(rows.select("name", "value").iter_rows()) == {"resolved": 1.0, "f2p_pass_rate": 1.0}
+        (extra,) = rows.filter(pl.col("name") == "resolved")["extra"]
+        assert json.loads(extra)["tests_status"] == statuses
+
     def test_the_run_summarys_infra_failure_ids_give_infra_error_outcomes(self, tmp_path):
         run = self._run(tmp_path)
         for iid in _DAEMON:

@@ -967,12 +967,18 @@ class SweBenchReport(Adapter):
         the environment broke, advisory). The test names and ``patch_is_None`` / ``patch_exists`` /
         ``patch_successfully_applied`` are the ``resolved`` outcome's extra (:meth:`labels`)."""
         out: dict[str, float] = {}
-        statuses = report.get("tests_status") or {}
-        for category, name in cls._TEST_CATEGORIES:
-            tests = statuses.get(category) or {}
-            passed, failed = len(tests.get("success") or []), len(tests.get("failure") or [])
-            if passed + failed:
-                out[name] = passed / (passed + failed)
+        statuses = report.get("tests_status")
+        for category, name in cls._TEST_CATEGORIES if isinstance(statuses, dict) else ():
+            tests = statuses.get(category)
+            # a category not of the harness's {success: [...], failure: [...]} shape gives no rate (the entry,
+            # that category included, is still the resolved outcome's extra) and costs the verdict nothing
+            if not isinstance(tests, dict):
+                continue
+            success, failure = tests.get("success") or [], tests.get("failure") or []
+            if not isinstance(success, list) or not isinstance(failure, list):
+                continue
+            if success or failure:
+                out[name] = len(success) / (len(success) + len(failure))
         if report.get("infra_failure") is True:
             out[INFRA_ERROR] = 1.0
         return out
