@@ -1494,6 +1494,7 @@ class TestAtifFromCodexSessions:
     ``dev_history/exported-session.jsonl``)."""
 
     INSTRUCTION = "Create a file called hello.txt with 'Hello, world!' as the content."
+    AGENTS_MD = "# AGENTS.md instructions for /app\n\n<INSTRUCTIONS>\nRun the tests.\n</INSTRUCTIONS>"
 
     def _document(self) -> dict[str, Any]:
         context = "<environment_context>\n  <cwd>/app</cwd>\n  <shell>bash</shell>\n</environment_context>"
@@ -1503,7 +1504,7 @@ class TestAtifFromCodexSessions:
             "agent": {"name": "codex", "version": "0.60.1", "model_name": "gpt-5.1-codex-max"},
             "steps": [
                 {"step_id": 1, "source": "system", "message": "<permissions instructions>..."},
-                {"step_id": 2, "source": "user", "message": "# AGENTS.md instructions for /app"},
+                {"step_id": 2, "source": "user", "message": self.AGENTS_MD},
                 {"step_id": 3, "source": "user", "message": context},
                 {"step_id": 4, "source": "user", "message": self.INSTRUCTION},
                 {"step_id": 5, "source": "agent", "message": "Created hello.txt.", "llm_call_count": 1},
@@ -1518,6 +1519,21 @@ class TestAtifFromCodexSessions:
         (task,) = lake.read("tasks").to_dicts()
         assert task["prompt"] == self.INSTRUCTION
         assert task["task_id"] == f"atif/{content_sha256(self.INSTRUCTION)[:16]}"
+
+    def test_a_user_message_any_text_part_of_which_is_codex_context_is_not_the_task(self, tmp_path):
+        """A user message of content parts is context when any text part is a fragment Codex injects, as
+        codex-rs decides per content item (``is_contextual_user_message_content``; a client's additional
+        context is one message with one item per key, context/fragments.rs). The parts' joined text was
+        matched, which no fragment fullmatches: the context was the task."""
+        document = self._document()
+        parts = ["<external_ide>open file: src/app.py</external_ide>", "<external_os>linux</external_os>"]
+        document["steps"][2]["message"] = [{"type": "text", "text": text} for text in parts]
+        path = tmp_path / "trajectory.json"
+        path.write_text(json.dumps(document), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        (task,) = lake.read("tasks").to_dicts()
+        assert task["prompt"] == self.INSTRUCTION
 
     def test_in_a_trial_the_tasks_prompt_is_the_instruction(self, tmp_path):
         trial = _copy_trial(PASSED, tmp_path / "job")

@@ -1210,6 +1210,78 @@ class TestCodexHistoryRewrites:
         (task,) = lake.read("tasks").to_dicts()
         assert task["prompt"] == "add a flag"
 
+    @staticmethod
+    def _rollout_with_context(path: Path, *texts: str) -> Path:
+        """A rollout (no user_message events) whose context message, one user message holding ``texts`` as
+        its items, opens it and comes again in the second turn, which is then rolled back."""
+
+        def user(*texts: str) -> tuple[str, dict[str, Any]]:
+            content = [{"type": "input_text", "text": t} for t in texts]
+            return "response_item", {"type": "message", "role": "user", "content": content}
+
+        injected = user(*texts)
+        return _write_rollout(
+            path,
+            [
+                _meta("acac"),
+                injected,
+                user("add a flag"),
+                _say("Added --fast."),
+                user("rename it"),
+                _say("Renaming.", phase="commentary"),
+                injected,
+                _say("Renamed to --quick."),
+                ("event_msg", {"type": "thread_rolled_back", "num_turns": 1}),
+            ],
+        )
+
+    @pytest.mark.parametrize(
+        "texts",
+        [
+            # a client's additional context with two keys: one message, one item per key
+            ("<external_ide>open file: src/app.py</external_ide>", "<external_os>linux</external_os>"),
+            # any item that is a fragment makes the message context
+            ("see the repository", "<environment_context>\n  <cwd>/app</cwd>\n</environment_context>"),
+            # the markers match in any case
+            ("<SUBAGENT_NOTIFICATION>{}</subagent_notification>",),
+            ("<Turn_Aborted>\nThe user interrupted the previous turn.\n</TURN_ABORTED>",),
+        ],
+    )
+    def test_a_message_any_of_whose_items_is_context_is_no_user_turn_nor_the_task(self, tmp_path, texts):
+        """codex-rs calls a user message contextual when ANY of its content items is a contextual fragment
+        (event_mapping.rs ``is_contextual_user_message_content``: ``message.iter().any(...)``), a fragment's
+        start and end markers matched ignoring ASCII case (context/fragment.rs ``matches_marked_text``); a
+        client's additional context is one message with one input_text item per key (context/fragments.rs
+        ``AdditionalContextFragment::input_item``). The adapter matched the items joined by newlines, by
+        their case-sensitive start: every case here was a user turn (rolled back with the second) and the
+        task."""
+        path = self._rollout_with_context(tmp_path / "rollout-2026-03-01T10-00-00-acac.jsonl", *texts)
+        lake, _, _, steps = _ingest_one(path)
+        (task,) = lake.read("tasks").to_dicts()
+        assert task["prompt"] == "add a flag"
+        rolled = [json.loads(s["extra"]).get("rolled_back", False) for s in steps]
+        assert rolled == [False, False, False, True, True, True, True]
+        # the message's items are still one step, its text the items joined
+        assert steps[0]["content"] == "\n".join(texts)
+        assert "_injected_context" not in steps[0] and "_injected_context" not in steps[0]["extra"]
+
+    def test_a_request_that_only_starts_like_context_is_the_users(self, tmp_path):
+        """A fragment is context only when the item also ends with its end marker (codex-rs
+        ``matches_marked_text``): a request that opens with a tag Codex uses, then asks something, is the
+        user's own (the adapter matched the start alone and took it for context)."""
+        request = "<skill>\nname: rename\n</skill>\nUse this skill to rename the flag."
+        path = _write_rollout(
+            tmp_path / "rollout-2026-03-01T10-00-00-adad.jsonl",
+            [
+                _meta("adad"),
+                ("response_item", _message("user", request)),
+                _say("Renamed."),
+            ],
+        )
+        lake, _, _, _ = _ingest_one(path)
+        (task,) = lake.read("tasks").to_dicts()
+        assert task["prompt"] == request
+
     def test_a_rollback_counts_a_request_sent_with_an_image_as_a_user_turn(self, tmp_path):
         """codex-rs counts every user message that is not contextual as a turn, a pasted image beside the
         text (or alone) included; its content parts are not all text, so the step keeps them as a list."""

@@ -1726,16 +1726,20 @@ def _continued_answer(directory: Path, document: dict[str, Any]) -> tuple[str, l
 def _first_message(steps: list[Any], source: str) -> str | None:
     """The first message of ``source`` that is not copied context; of the ``user`` steps, the first that is
     not context a Codex session injected as a user message (Harbor converts those as user steps), unless
-    every one is."""
-    messages = []
+    every one is: a message of content parts is context when any text part is."""
+    messages, typed = [], []
     for step in steps:
         if step.get("source") == source and not step.get("is_copied_context"):
-            content = _content(step.get("message"), "message")
+            message = step.get("message")
+            content = _content(message, "message")
+            # a list of parts: each text part on its own (the content joins them)
+            injected = source == "user" and bool(content) and is_injected_context(message)
             if isinstance(content, list):  # content parts that are not all text: kept as JSON text
                 content = json.dumps(content, ensure_ascii=False)
             if content:
                 messages.append(content)
-    typed = [m for m in messages if source != "user" or not is_injected_context(m)]
+                if not injected:
+                    typed.append(content)
     return (typed or messages or [None])[0]
 
 

@@ -214,31 +214,37 @@ _COMPACT_USER_MESSAGE_TOKENS = 20_000
 # What build_compacted_history sends in place of an empty summary (codex-rs compact.rs).
 _NO_SUMMARY = "(no summary available)"
 _REPEATED_TURN_ITEMS = frozenset({"UserMessage", "AgentMessage", "Reasoning", "HookPrompt"})
-# Text the harness injects as ``user`` messages; the user's own request is none of these (codex-rs
-# ``core/src/contextual_user_message.rs``: the contextual fragments, hook prompts and the legacy warnings,
-# which upstream does not count as user turns either).
-_INJECTED_PREFIXES = (
-    "<environment_context>",
-    "<user_instructions>",
-    "# AGENTS.md instructions",
-    "<INSTRUCTIONS>",
-    "<user_shell_command>",
-    "<turn_aborted>",
-    "<permissions instructions>",
-    "<skill>",
-    "<subagent_notification>",
-    "<plugins>",  # the enabled plugins (PluginInstructions, core/src/model_visible_context.rs)
-    "<subagents>",  # the subagents the model may spawn
-    "<hook_prompt",
-    "<additional_context>",
+# Text the harness injects as ``user`` messages; the user's own request is none of these. Each pair is the
+# start and end marker of a fragment codex-rs recognises in one text item of a user message (codex-rs
+# ``core/src/context/contextual_user_message.rs``: the contextual fragments, hook prompts and the legacy
+# warnings, which upstream does not count as user turns either): an item is one when it starts with the start
+# marker and ends with the end marker, surrounding whitespace aside, in any ASCII case
+# (``context/fragment.rs`` ``matches_marked_text``).
+_CONTEXT_MARKERS = (
+    ("<environment_context>", "</environment_context>"),
+    ("<user_instructions>", "</user_instructions>"),
+    ("# AGENTS.md instructions", "</INSTRUCTIONS>"),  # UserInstructions: "# AGENTS.md instructions for <dir>"
+    ("<INSTRUCTIONS>", "</INSTRUCTIONS>"),
+    ("<user_shell_command>", "</user_shell_command>"),
+    ("<turn_aborted>", "</turn_aborted>"),
+    ("<permissions instructions>", "</permissions instructions>"),
+    ("<skill>", "</skill>"),
+    ("<subagent_notification>", "</subagent_notification>"),
+    ("<plugins>", "</plugins>"),  # enabled plugins (PluginInstructions, core/src/model_visible_context.rs)
+    ("<subagents>", "</subagents>"),  # the subagents the model may spawn
+    ("<hook_prompt", "</hook_prompt>"),  # protocol/src/items.rs parse_hook_prompt_fragment
+    ("<additional_context>", "</additional_context>"),
     # core/src/context/: RecommendedPluginsInstructions (a user message; codex-rs keeps matching it for the
     # rollouts that hold one), ExtensionContext, InternalModelContextFragment and the LegacyGoalContext it
     # replaced, AgentMessageBoardNotification
-    "<recommended_plugins>",
-    "<extension_context>",
-    "<codex_internal_context",
-    "<goal_context>",
-    "<agent_message_board_notification>",
+    ("<recommended_plugins>", "</recommended_plugins>"),
+    ("<extension_context>", "</extension_context>"),
+    ("<codex_internal_context", "</codex_internal_context>"),
+    ("<goal_context>", "</goal_context>"),
+    ("<agent_message_board_notification>", "</agent_message_board_notification>"),
+)
+# The legacy warnings have no markers: codex-rs matches their first words (``text.trim().starts_with``).
+_CONTEXT_PREFIXES = (
     "Warning: The maximum number of unified exec processes you can keep open is",
     "Warning: Your account was flagged for potentially high-risk cyber activity",
     "Warning: apply_patch was requested via ",
@@ -248,21 +254,43 @@ _INJECTED_PREFIXES = (
 # "Shell exit code: N" (codex-rs/core/src/tools/mod.rs ``format_exec_output_for_model_freeform``).
 _EXIT_CODE_LINE = re.compile(r"^(?:Process exited with code|Exit code:|Shell exit code:) ?(-?\d+)\s*$")
 _HEADER_LINES = 12
+# The key of a step spec (not a column) that says whether the message it was read from is injected context.
+_INJECTED = "_injected_context"
 
 
 # Additional context a client sends with a turn (core/src/context/fragments.rs ``AdditionalContextFragment``,
-# ``<external_{key}>{value}</external_{key}>``, a user message): its tag names its key; matched whole.
+# ``<external_{key}>{value}</external_{key}>``, one text item per key of one user message): its tag names its
+# key; matched whole.
 _ADDITIONAL_CONTEXT = re.compile(r"<external_([^>]*)>.*</external_\1>", re.DOTALL)
 
 
-def is_injected_context(text: str) -> bool:
+def is_injected_context(content: str | list[Any]) -> bool:
     """Whether a ``user`` message is context Codex injects (the environment, AGENTS.md, permissions, hook
-    prompts, ...), not something the user typed. Conversions of Codex sessions (Harbor's ATIF) keep them as
-    user messages too. What codex-rs writes as developer messages (``<skills_instructions>``,
-    ``<apps_instructions>``, ``<plugins_instructions>``, ``<collaboration_mode>``: its ``developer_sections``)
-    is no user turn anyway."""
+    prompts, ...), not something the user typed. ``content``: the message's text, or its content items, of
+    which any one that is such a fragment makes the whole message context, as codex-rs decides
+    (``is_contextual_user_message_content``: ``message.iter().any(is_contextual_user_fragment)``; a client's
+    additional context is one message holding one item per key). Conversions of Codex sessions (Harbor's
+    ATIF) keep them as user messages too. What codex-rs writes as developer messages
+    (``<skills_instructions>``, ``<apps_instructions>``, ``<plugins_instructions>``, ``<collaboration_mode>``:
+    its ``developer_sections``) is no user turn anyway."""
+    if isinstance(content, list):
+        texts = (item.get("text") for item in content if isinstance(item, dict))
+        return any(isinstance(text, str) and _is_context_fragment(text) for text in texts)
+    return _is_context_fragment(content)
+
+
+def _is_context_fragment(text: str) -> bool:
     text = text.strip()
-    return text.startswith(_INJECTED_PREFIXES) or _ADDITIONAL_CONTEXT.fullmatch(text) is not None
+    if text.startswith(_CONTEXT_PREFIXES) or _ADDITIONAL_CONTEXT.fullmatch(text) is not None:
+        return True
+    return any(_marked(text, start, end) for start, end in _CONTEXT_MARKERS)
+
+
+def _marked(text: str, start: str, end: str) -> bool:
+    """Whether ``text`` starts with ``start`` and ends with ``end``, ignoring ASCII case (Rust's
+    ``eq_ignore_ascii_case``: a non-ASCII character matches only itself)."""
+    head, tail = text[: len(start)], text[len(text) - len(end) :] if len(text) >= len(end) else ""
+    return head.isascii() and head.lower() == start.lower() and tail.isascii() and tail.lower() == end.lower()
 
 
 class CodexRollout(Adapter):
@@ -542,8 +570,7 @@ class _Session:
         context) before its first request: what a compaction without a replacement history keeps."""
         count = 0
         for step in self.steps:
-            text = step.get("content")
-            injected = step["role"] == "user" and isinstance(text, str) and is_injected_context(text)
+            injected = step["role"] == "user" and _is_injected_step(step)
             if step["extra"].get("item_type") != "message" or not (step["role"] in ("developer", "system")
                                                                     or injected):
                 break
@@ -565,7 +592,7 @@ class _Session:
                 step["role"] == "user"
                 and step["extra"].get("item_type") == "message"
                 and isinstance(text, str)
-                and not is_injected_context(text)
+                and not _is_injected_step(step)
                 and not step["extra"].get("rolled_back")
             ):
                 texts.append(text)
@@ -823,7 +850,7 @@ class _Session:
         call_id = spec.get("tool_call_id")
         if spec["role"] == "tool" and spec.get("is_error") is None and call_id in self.call_results:
             spec = {**spec, "is_error": self.call_results[call_id]["is_error"]}
-        return make_step(trajectory, index, **spec)
+        return make_step(trajectory, index, **{k: v for k, v in spec.items() if k != _INJECTED})
 
     def _task_prompt(self) -> str | None:
         """The session's own first request; a subagent that has none takes its parent's replayed one."""
@@ -837,7 +864,7 @@ class _Session:
                 if isinstance(text, list):  # text with images: the text parts are what the user typed
                     text = _user_input_text(text)
                 if step["role"] == "user" and isinstance(text, str) and text.strip():
-                    if not is_injected_context(text) and step["extra"].get("rollout_type") != "compacted":
+                    if not _is_injected_step(step) and step["extra"].get("rollout_type") != "compacted":
                         return text
         return None
 
@@ -893,9 +920,11 @@ def _item_step(kind: str, item: dict[str, Any]) -> dict[str, Any] | None:
         role = item.get("role")
         if not isinstance(role, str) or not role:
             raise ValueError(f"message.role must be a non-empty string, got {role!r}")
-        return _step(
-            role, item, ("role", "content"), content=_content_text(item.get("content"), "message.content")
-        )
+        parts = item.get("content")
+        step = _step(role, item, ("role", "content"), content=_content_text(parts, "message.content"))
+        if isinstance(parts, list):  # whether any item is injected context; the text joins them
+            step[_INJECTED] = is_injected_context(parts)
+        return step
     if kind == "agent_message":
         text, encrypted = _agent_message_content(item.get("content"))
         # Encrypted parts have no text: the whole content stays in extra, as it came.
@@ -1155,8 +1184,17 @@ def _is_user_turn(step: dict[str, Any]) -> bool:
         step["role"] == "user"
         and step["extra"].get("item_type") == "message"
         and isinstance(text, str)
-        and not is_injected_context(text)
+        and not _is_injected_step(step)
     )
+
+
+def _is_injected_step(step: dict[str, Any]) -> bool:
+    """Whether a step is context Codex injected: decided on the items of the message it was read from (its
+    text joins them), else on its content."""
+    if _INJECTED in step:
+        return bool(step[_INJECTED])
+    content = step.get("content")
+    return isinstance(content, (str, list)) and is_injected_context(content)
 
 
 def _repeats_response_item(payload: dict[str, Any]) -> bool:
