@@ -562,6 +562,22 @@ class TestNewerSessionLines:
         assert [("no totalCostUSD" in i["reason"]) for i in kept] == [False, True, False, True]
         assert all(i["item"]["totalAPIDuration"] == 7914 for i in kept)
 
+    def test_a_total_too_big_for_a_float_is_a_quarantined_line(self, tmp_path: Path) -> None:
+        """An integer total too big for a float (valid JSON, which Python reads as an int) passed the range
+        check, then ``float()`` raised OverflowError, which the line loop does not catch: the whole file was
+        quarantined as a Harvest defect. It is a malformed total like the others; the cost stays the last
+        valid one."""
+        lines = [*_harbor_session(), self._cost_state(0.0319), self._cost_state(10**400)]
+        path = write_jsonl(tmp_path / f"{SESSION}.jsonl", lines)
+        lake = Lake(tmp_path / "lake")
+        report = ingest([path], lake)
+        assert not unreconciled(report)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        assert (trajectory["n_steps"], trajectory["cost_usd"]) == (9, pytest.approx(0.0319))
+        (quarantined,) = lake.read("quarantine").to_dicts()
+        assert quarantined["locator"] == f"line {len(lines)}"
+        assert "totalCostUSD must be a finite number >= 0" in quarantined["error"]
+
     def test_a_grown_log_takes_its_last_cost_and_every_snapshots_tools(self, tmp_path: Path) -> None:
         """A session log read while it ran and again when it grew (a cost-state and a ``prompt_snapshot``
         after ``/compact`` written since) gets the grown log's cost and tools on its trajectory row, as one
@@ -1421,6 +1437,27 @@ class TestHarborTrialWithoutAtif:
 
 
 class TestSidechains:
+    @pytest.mark.parametrize("cost", [pytest.param(10**400, id="huge-int"), float("inf"), -0.5, "0.0011"])
+    def test_a_response_whose_cost_is_no_sum_of_dollars_is_a_quarantined_line(
+        self, tmp_path: Path, cost: Any
+    ) -> None:
+        """A response line's ``costUSD`` that is no finite number of dollars at least 0 makes the line
+        malformed, as a ``usage`` that is no object does: it is quarantined with why, and the rest of the
+        file is read. An integer too big for a float failed the whole file (OverflowError when the costs were
+        summed); infinity and a negative sum were the trajectory's cost; a string was dropped silently."""
+        lines = _legacy_session()
+        lines[-1] = {**lines[-1], "costUSD": cost}
+        path = write_jsonl(tmp_path / "s-legacy.jsonl", lines)
+        lake = Lake(tmp_path / "lake")
+        report = ingest([path], lake)
+        assert not unreconciled(report)
+        (quarantined,) = lake.read("quarantine").to_dicts()
+        assert quarantined["locator"] == f"line {len(lines)}"
+        assert "costUSD must be a finite number >= 0" in quarantined["error"]
+        found = _trajectories(lake)
+        assert found["main"]["cost_usd"] == pytest.approx(0.0031)
+        assert found["s-prompt"]["cost_usd"] == pytest.approx(0.0006)
+
     def test_an_inline_sidechain_is_its_own_trajectory_of_the_run(self, tmp_path: Path) -> None:
         path = write_jsonl(tmp_path / "s-legacy.jsonl", _legacy_session())
         lake = Lake(tmp_path / "lake")

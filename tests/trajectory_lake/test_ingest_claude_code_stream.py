@@ -734,7 +734,6 @@ class TestClaudeCodeStreamWithItsSessionLog:
         (session,) = [t for t in _main(lake) if t["source_format"] == "claude-code:session"]
         assert "print_streams" not in json.loads(session["extra"])
 
-
     @pytest.mark.parametrize("later", ["the stream written after the log's ingest", "the stream's result"])
     def test_a_stream_written_after_its_logs_ingest_lands_on_the_next_plain_ingest(self, tmp_path, later):
         """A run ingested while it goes on: the log was read before the stream (or its result line) was
@@ -755,6 +754,7 @@ class TestClaudeCodeStreamWithItsSessionLog:
         for table in DATA_TABLES:
             assert comparable_rows(grown, table).equals(comparable_rows(once, table)), table
 
+
 class TestClaudeCodeStreamDamage:
     def test_stderr_is_kept_and_a_malformed_line_is_quarantined_alone(self, tmp_path):
         path = _write(
@@ -771,12 +771,29 @@ class TestClaudeCodeStreamDamage:
         assert not unreconciled(report)
         quarantine = lake.read("quarantine").sort("locator")
         assert quarantine["locator"].to_list() == ["line 4", "line 5"]
-        assert "total_cost_usd must be a number" in quarantine["error"][1]
+        assert "total_cost_usd must be a finite number >= 0" in quarantine["error"][1]
         (trajectory,) = _main(lake)
         extra = json.loads(trajectory["extra"])
         assert extra["quarantined_lines"] == [4, 5]
         assert extra["stderr"] == [{"line": 6, "text": "Error: Claude Code process exited with code 1"}]
         assert (trajectory["n_steps"], trajectory["exit_status"]) == (2, "incomplete")
+
+    @pytest.mark.parametrize("cost", [pytest.param(10**400, id="int-past-float"), float("inf"), -0.5])
+    def test_a_result_whose_cost_is_no_sum_of_dollars_is_a_quarantined_line(self, tmp_path, cost):
+        """A result's cost that is no finite number of dollars at least 0 is malformed like one that is no
+        number: the line is quarantined with why. An integer too big for a float failed the whole file
+        (OverflowError when the processes' costs were summed); infinity and a negative sum were the
+        trajectory's cost."""
+        path = _write(
+            tmp_path / "agent" / "claude-code.txt", [*RUN[:-1], {**_result(), "total_cost_usd": cost}]
+        )
+        lake, report = _ingest(path)
+        assert not unreconciled(report)
+        (quarantine,) = lake.read("quarantine").to_dicts()
+        assert quarantine["locator"] == f"line {len(RUN)}"
+        assert "result.total_cost_usd must be a finite number >= 0" in quarantine["error"]
+        (trajectory,) = _main(lake)
+        assert (trajectory["cost_usd"], trajectory["exit_status"]) == (None, "incomplete")
 
 
 class TestClaudeCodeStreamArray:

@@ -662,9 +662,7 @@ class _Log:
         total = value.get("totalCostUSD")
         if total is None:
             return False
-        if not isinstance(total, int | float) or isinstance(total, bool) or not 0 <= total < math.inf:
-            raise ValueError(f"cost-state.totalCostUSD must be a finite number >= 0, got {total!r:.200}")
-        self.cost_state = float(total)
+        self.cost_state = dollars(total, "cost-state.totalCostUSD")
         return True
 
     def _collapse(self, number: int, value: dict[str, Any]) -> None:
@@ -736,6 +734,9 @@ class _Conversation:
         usage = (message or {}).get("usage")
         if usage is not None and not isinstance(usage, dict):
             raise ValueError(f"message.usage must be an object, got {type(usage).__name__}")
+        cost = value.get("costUSD")
+        if kind == "assistant" and cost is not None:
+            cost = dollars(cost, "costUSD")  # checked before the line adds anything
         if kind in _MESSAGE_TYPES:
             specs = _line_steps(kind, value, message or {})
         else:
@@ -767,7 +768,7 @@ class _Conversation:
             spec["uuid"] = uuid
             self.steps.append(spec)
         if kind == "assistant":
-            self._response(value, message or {}, len(self.steps) - 1)
+            self._response(value, message or {}, len(self.steps) - 1, cost)
 
     def _attachment_steps(self, value: dict[str, Any]) -> list[dict[str, Any]]:
         """The steps of an ``attachment`` line (:func:`_queued_command_steps`,
@@ -795,16 +796,17 @@ class _Conversation:
         )
         return [] if feedback and isinstance(error, str) and error and error in said else specs
 
-    def _response(self, value: dict[str, Any], message: dict[str, Any], step: int) -> None:
-        """Note one line of an API response: its step and the usage it repeats (or updates)."""
+    def _response(
+        self, value: dict[str, Any], message: dict[str, Any], step: int, cost: float | None
+    ) -> None:
+        """Note one line of an API response: its step, the usage it repeats (or updates) and its cost."""
         key = message.get("id") or value.get("requestId") or value["uuid"]
         response = self.responses.setdefault(key, {"lines": []})
         usage = message.get("usage")  # an object: checked before the line's steps were added
         if usage is not None:
             response["usage"] = usage
             response["lines"].append((step, usage))
-        cost = value.get("costUSD")
-        if isinstance(cost, int | float) and not isinstance(cost, bool):
+        if cost is not None:
             response["cost"] = cost
         self.steps[step]["response"] = key
 
@@ -1114,6 +1116,23 @@ def _response_tokens(lines: list[tuple[dict[str, Any], dict[str, Any]]]) -> int 
 
 
 # -- one line → step keyword arguments -------------------------------------------------------------------
+
+
+def dollars(value: Any, what: str) -> float:  # noqa: ANN401 - a JSON value
+    """A cost the CLI wrote, in dollars: a finite number, at least 0, that a float holds (an integer too big
+    for one is malformed, as is infinity).
+
+    Raises:
+        ValueError: it is none.
+    """
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value:
+        try:
+            dollars = float(value)
+        except OverflowError:
+            dollars = math.inf
+        if dollars < math.inf:
+            return dollars
+    raise ValueError(f"{what} must be a finite number >= 0, got {value!r:.200}")
 
 
 def _line_steps(kind: str, value: dict[str, Any], message: dict[str, Any]) -> list[dict[str, Any]]:

@@ -127,6 +127,7 @@ from trajectory_lake.adapters.claude_code import (
     _assistant_step,
     _response_tokens,
     _user_steps,
+    dollars,
     session_log_near,
     stream_folders,
 )
@@ -754,9 +755,8 @@ class _Stream(EventStream):
         if line.get("result") is not None and not isinstance(line["result"], str):
             raise ValueError(f"result.result must be a string, got {line['result']!r:.200}")
         for key in _COST_KEYS:
-            cost = line.get(key)
-            if cost is not None and (not isinstance(cost, int | float) or isinstance(cost, bool)):
-                raise ValueError(f"result.{key} must be a number, got {cost!r}")
+            if line.get(key) is not None:
+                dollars(line[key], f"result.{key}")
         usage = line.get("usage")
         if usage is not None and not isinstance(usage, dict):
             raise ValueError(f"result.usage must be an object, got {usage!r:.200}")
@@ -787,9 +787,9 @@ def _total(results: list[dict[str, Any]], key: str) -> int | float | None:
     return sum(values) if values else None
 
 
-def _cost(result: dict[str, Any]) -> int | float | None:
+def _cost(result: dict[str, Any]) -> float | None:
     """The process's running cost a result states, under the name its CLI version gave it (_COST_KEYS)."""
-    return next((result[key] for key in _COST_KEYS if result.get(key) is not None), None)
+    return next((float(result[key]) for key in _COST_KEYS if result.get(key) is not None), None)
 
 
 def _costliest_model(result: dict[str, Any]) -> str | None:
