@@ -1100,6 +1100,60 @@ class TestWhatTheModelWasSent:
             ("assistant", ANSWER),
         ]
 
+    @pytest.mark.parametrize(
+        ("event", "prefix", "meta"),
+        [
+            ("TeammateIdle", "TeammateIdle hook feedback:", True),
+            ("TaskCompleted", "TaskCompleted hook feedback:", True),
+            ("SubagentStop", "SubagentStop hook feedback:", True),
+            ("Stop", "Stop hook feedback:", False),
+        ],
+    )
+    def test_each_stop_time_hooks_blocking_error_written_as_its_feedback_is_one_step(
+        self, tmp_path: Path, event: str, prefix: str, meta: bool
+    ) -> None:
+        """The CLI's other stop-time hooks write the same pair as a Stop hook: handleStopHooks
+        (query/stopHooks.ts) sends a blocking TeammateIdle or TaskCompleted hook's error as a meta user line
+        ``TeammateIdle hook feedback:\n<error>`` (utils/hooks.ts getTeammateIdleHookMessage,
+        getTaskCompletedHookMessage), then the hook_blocking_error attachment holds it again; some CLI
+        versions write a SubagentStop hook's as ``SubagentStop hook feedback:``, and some the feedback as a
+        plain user line of text blocks (not isMeta). Each was a second step holding the same error: the
+        error counted twice."""
+        error = "finish the open tasks"
+        text = f"{prefix}\n{error}"
+        feedback = {
+            "parentUuid": "u-bash",
+            "isSidechain": False,
+            "type": "user",
+            "message": {"role": "user", "content": text if meta else [{"type": "text", "text": text}]},
+            "uuid": "u-feedback",
+            "timestamp": "2026-07-21T02:32:40.500Z",
+            **_COMMON,
+            **({"isMeta": True} if meta else {}),
+        }
+        blocking = {
+            "parentUuid": "u-feedback",
+            "isSidechain": False,
+            "type": "attachment",
+            "attachment": {
+                "type": "hook_blocking_error",
+                "hookName": event,
+                "hookEvent": event,
+                "blockingError": {"command": "idle.sh", "blockingError": error},
+            },
+            "uuid": "a-blocking",
+            "timestamp": "2026-07-21T02:32:40.500Z",
+            **_COMMON,
+        }
+        lines = _after_bash_result(feedback, blocking)
+        lines[-2] = {**lines[-2], "parentUuid": "a-blocking"}
+        path = write_jsonl(tmp_path / f"{SESSION}.jsonl", lines)
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        (trajectory,) = lake.read("trajectories").to_dicts()
+        steps = _steps(lake, trajectory["trajectory_id"])
+        assert [(s["role"], s["content"]) for s in steps[8:]] == [("user", text), ("assistant", ANSWER)]
+
     def test_another_hooks_blocking_error_is_a_step_even_where_the_step_before_quotes_it(
         self, tmp_path: Path
     ) -> None:

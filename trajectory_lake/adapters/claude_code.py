@@ -45,7 +45,8 @@ Mapping:
   added context, stopped continuation, SessionStart / UserPromptSubmit output, an async hook's response, a
   nested CLAUDE.md, an edited-file notice; any whose line holds the ``rendered`` messages) a ``user`` step
   per message, its text as the CLI writes it, marked ``isMeta``, the attachment in ``extra.attachment``
-  (but a Stop hook's blocking error the ``Stop hook feedback`` user line before it already holds). ``isMeta``
+  (but a stop-time hook's blocking error the ``<Event> hook feedback`` user line before it already holds
+  (Stop, SubagentStop, TeammateIdle, TaskCompleted)). ``isMeta``
   (harness-injected) and ``isCompactSummary`` (the summary a compaction hands the model) messages are steps
   marked in ``extra``, and neither gives the task; a compaction's summary names the steps it stands for in
   ``extra.summarizes_steps`` (every step before it, but the messages its ``compact_boundary`` kept:
@@ -251,10 +252,16 @@ _COST_STATE_WITHOUT_TOTAL = (
 _SESSION_FIELDS = ("sessionId", "cwd", "gitBranch", "version", "userType", "entrypoint")
 # Fields of a message line mapped to step columns (the rest go to the step's extra).
 _MAPPED = frozenset({"type", "message", "timestamp", "toolUseResult"})
-# A blocking Stop / SubagentStop hook: the CLI sends its errors as one meta user line with this prefix, then
-# writes each as a hook_blocking_error attachment (which is not sent again).
-_STOP_EVENTS = frozenset({"Stop", "SubagentStop"})
-_STOP_FEEDBACK = "Stop hook feedback:"
+# The hooks the CLI runs as a turn ends (query/stopHooks.ts handleStopHooks): a blocking one's error is sent
+# as a meta user line with its event's prefix (utils/hooks.ts getStopHookMessage, getTeammateIdleHookMessage,
+# getTaskCompletedHookMessage: "<prefix>\n<error>"), then written again as a hook_blocking_error attachment
+# (which is not sent again). Some CLI versions prefix a SubagentStop hook's with its own name.
+_STOP_FEEDBACK = {
+    "Stop": ("Stop hook feedback:",),
+    "SubagentStop": ("Stop hook feedback:", "SubagentStop hook feedback:"),
+    "TeammateIdle": ("TeammateIdle hook feedback:",),
+    "TaskCompleted": ("TaskCompleted hook feedback:",),
+}
 # User text the CLI writes itself: never the task.
 _INJECTED_PREFIXES = (
     "<local-command-stdout>",
@@ -772,28 +779,26 @@ class _Conversation:
 
     def _attachment_steps(self, value: dict[str, Any]) -> list[dict[str, Any]]:
         """The steps of an ``attachment`` line (:func:`_queued_command_steps`,
-        :func:`_meta_attachment_steps`), but none for a Stop hook's blocking error that its own feedback
-        already holds: the CLI sends it as a meta ``user`` line ``Stop hook feedback:\n[<command>]: <error>``
-        and writes it again as the attachment just after. Any other hook's blocking error is its own message,
-        whatever the step before says."""
+        :func:`_meta_attachment_steps`), but none for a stop-time hook's blocking error (Stop, SubagentStop,
+        TeammateIdle, TaskCompleted) that its own feedback already holds: the CLI sends it as a ``user`` line
+        ``<Event> hook feedback:\n<error>`` (``_STOP_FEEDBACK``) and writes it again as the attachment just
+        after. Any other hook's blocking error is its own message, whatever the step before says. The feedback
+        line is meta in the CLI's source (``isMeta: true``); a plain user line with exactly that prefix is
+        taken as well (readers of real logs report such lines): followed by the CLI's attachment of the same
+        error, it is no request a human typed."""
         specs = _queued_command_steps(value) or _meta_attachment_steps(value)
         attachment = value.get("attachment")
         if not specs or not self.steps or not isinstance(attachment, dict):
             return specs
         event = attachment.get("hookEvent", attachment.get("hookName"))
-        stop = isinstance(event, str) and event in _STOP_EVENTS
-        if attachment.get("type") != "hook_blocking_error" or not stop:
+        prefixes = _STOP_FEEDBACK.get(event) if isinstance(event, str) else None
+        if attachment.get("type") != "hook_blocking_error" or prefixes is None:
             return specs
         error = attachment.get("blockingError")
         error = error.get("blockingError") if isinstance(error, dict) else None
         before = self.steps[-1]
         said = before.get("content")
-        feedback = (
-            before["role"] == "user"
-            and before["extra"].get("isMeta") is True
-            and isinstance(said, str)
-            and said.startswith(_STOP_FEEDBACK)
-        )
+        feedback = before["role"] == "user" and isinstance(said, str) and said.startswith(prefixes)
         return [] if feedback and isinstance(error, str) and error and error in said else specs
 
     def _response(
