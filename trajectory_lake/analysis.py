@@ -365,20 +365,26 @@ def _program(command: str) -> str | None:
     return None
 
 
-def _actions(steps: pl.LazyFrame) -> pl.LazyFrame:
-    """One row per tool call of an assistant step: ``trajectory_id, step_index, action``. A step that is
-    history the trajectory was shown again rather than wrote (``extra.replayed_by_compaction``,
-    ``copied_context``, ATIF's ``is_copied_context``: :func:`trajectory_lake.slices.replayed`) is no
-    action of its own."""
-    agent = pl.col("role") == "assistant"
+def _shown_again(steps: pl.LazyFrame) -> pl.Expr:
+    """Whether a step is history the trajectory was shown again rather than wrote
+    (``extra.replayed_by_compaction``, ``copied_context``, ATIF's ``is_copied_context``:
+    :func:`trajectory_lake.slices.replayed`); false for every step of a frame without ``extra``."""
+    shown = pl.lit(False)
     if "extra" in steps.collect_schema().names():
         for key in (REPLAYED_BY_COMPACTION, *COPIED_CONTEXT):
             # a literal search first: parsing every step's extra (model responses, often kilobytes) costs
             marked = (pl.col("extra").str.contains(f'"{key}"', literal=True)
                       & (pl.col("extra").str.json_path_match(f"$.{key}") == "true"))
-            agent &= ~marked.fill_null(False)
+            shown |= marked.fill_null(False)
+    return shown
+
+
+def _actions(steps: pl.LazyFrame) -> pl.LazyFrame:
+    """One row per tool call of an assistant step: ``trajectory_id, step_index, action``. A step that is
+    history the trajectory was shown again rather than wrote (:func:`_shown_again`) is no action of its
+    own."""
     return (
-        steps.filter(agent)
+        steps.filter((pl.col("role") == "assistant") & ~_shown_again(steps))
         .select("trajectory_id", "step_index", "tool_calls")
         .explode("tool_calls")
         .filter(pl.col("tool_calls").is_not_null())
@@ -495,52 +501,67 @@ def error_observations(steps: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
         ``trajectory_id, step_index, action, flagged, signature, excerpt``: ``action`` is the labelled
         tool call the observation answers (matched by ``tool_call_id``, else the latest earlier
         action), ``flagged`` whether the harness marked it ``is_error`` (else it was recognised by its
-        text), ``excerpt`` the first 300 characters.
+        text), ``excerpt`` the first 300 characters. History the trajectory was shown again rather than
+        went through (a compaction's replay, a copy of another trajectory's: :func:`_shown_again`) gives
+        none: neither a marked step nor a tool result of a marked step's call (ATIF marks the step whose
+        observation the result is, not the result's row), matched by ``tool_call_id``, else as the result
+        of the latest earlier call; the task is what follows the first assistant step of its own.
     """
     lazy = steps.lazy()
+    lazy = lazy.with_columns(shown_again=_shown_again(lazy))
     first_assistant = (
-        lazy.filter(pl.col("role") == "assistant").group_by("trajectory_id")
+        lazy.filter((pl.col("role") == "assistant") & ~pl.col("shown_again")).group_by("trajectory_id")
         .agg(first_assistant=pl.col("step_index").min())
     )
     observations = (
         lazy.join(first_assistant, on="trajectory_id", how="inner")
+        .filter(~pl.col("shown_again"))
         .filter((pl.col("role") == "tool")
                 | ((pl.col("role") == "user") & (pl.col("step_index") > pl.col("first_assistant"))))
         .with_columns(content=pl.col("content").fill_null(""))
         .filter(pl.col("is_error").fill_null(False)
                 | (pl.col("is_error").is_null() & pl.col("content").str.contains(_ERROR_START.pattern)))
-        .select("trajectory_id", "step_index", "tool_call_id", "content",
+        .select("trajectory_id", "step_index", "role", "tool_call_id", "content",
                 flagged=pl.col("is_error").fill_null(False))
     )
     calls = (
         lazy.filter(pl.col("role") == "assistant")
-        .select("trajectory_id", "step_index", "tool_calls")
+        .select("trajectory_id", "step_index", "tool_calls", "shown_again")
         .explode("tool_calls").filter(pl.col("tool_calls").is_not_null())
-        .select("trajectory_id", pl.col("step_index").alias("call_step"),
+        .select("trajectory_id", "shown_again", pl.col("step_index").alias("call_step"),
                 tool_call_id=pl.col("tool_calls").struct.field("id"),
                 action=pl.struct(name=pl.col("tool_calls").struct.field("name"),
                                  arguments=pl.col("tool_calls").struct.field("arguments"))
                 .map_elements(lambda c: action_label(c["name"], c["arguments"]), return_dtype=pl.String))
     )
     by_id = calls.filter(pl.col("tool_call_id").is_not_null()).unique(["trajectory_id", "tool_call_id"])
-    frame = observations.join(by_id.select("trajectory_id", "tool_call_id", "action"),
-                              on=["trajectory_id", "tool_call_id"], how="left")
+    frame = observations.join(
+        by_id.select("trajectory_id", "tool_call_id", "action", call_shown_again="shown_again"),
+        on=["trajectory_id", "tool_call_id"], how="left",
+    )
     # Without a matching id, an observation answers the latest action before it: interleave the
-    # actions with the observations by step and carry the last action forward.
+    # actions with the observations by step and carry the last action (and whether it was shown again)
+    # forward.
     previous = (
         pl.concat([
-            calls.group_by("trajectory_id", "call_step").agg(pl.col("action").last())
-            .select("trajectory_id", pl.col("call_step").alias("step_index"), "action",
+            calls.group_by("trajectory_id", "call_step")
+            .agg(pl.col("action").last(), pl.col("shown_again").any())
+            .select("trajectory_id", pl.col("call_step").alias("step_index"), "action", "shown_again",
                     is_call=pl.lit(True)),
             frame.select("trajectory_id", "step_index", action=pl.lit(None, dtype=pl.String),
-                         is_call=pl.lit(False)),
+                         shown_again=pl.lit(None, dtype=pl.Boolean), is_call=pl.lit(False)),
         ])
         .sort("trajectory_id", "step_index", "is_call")
-        .with_columns(previous_action=pl.col("action").forward_fill().over("trajectory_id"))
+        .with_columns(previous_action=pl.col("action").forward_fill().over("trajectory_id"),
+                      previous_shown_again=pl.col("shown_again").forward_fill().over("trajectory_id"))
         .filter(~pl.col("is_call"))
-        .select("trajectory_id", "step_index", "previous_action")
+        .select("trajectory_id", "step_index", "previous_action", "previous_shown_again")
     )
     frame = frame.join(previous, on=["trajectory_id", "step_index"], how="left").collect()
+    # a tool result answers the call its id names, else the latest call before it
+    answers_shown = pl.when(pl.col("call_shown_again").is_not_null()).then(pl.col("call_shown_again"))
+    answers_shown = answers_shown.otherwise((pl.col("role") == "tool") & pl.col("previous_shown_again"))
+    frame = frame.filter(~answers_shown.fill_null(False))
     return (
         frame.with_columns(
             action=pl.coalesce("action", "previous_action"),

@@ -235,6 +235,72 @@ class TestErrors:
                 "Your proposed edit has introduced new syntax error(s)."} <= signatures
         assert max(len(s) for s in signatures) <= 80
 
+    def test_errors_of_copied_or_replayed_history_are_not_the_trajectorys(self):
+        """History a trajectory was shown again (a Codex sub-agent's copy of its parent's conversation,
+        ``copied_context``, every step marked; a compaction's replay, ``replayed_by_compaction``) holds
+        errors another trajectory (or an earlier context) hit: they were counted as this one's, and a task
+        prompt after the copied assistant steps counted as an observation."""
+
+        def step(index, role, content=None, *, call=None, answers=None, is_error=None, **extra):
+            arguments = json.dumps({"command": "pytest"})
+            calls = [{"id": call, "name": "bash", "arguments": arguments}] if call else None
+            return {"trajectory_id": "t", "step_index": index, "role": role, "content": content,
+                    "tool_calls": calls, "tool_call_id": answers, "is_error": is_error,
+                    "extra": json.dumps(extra) if extra else None}
+
+        steps = pl.DataFrame([
+            step(0, "user", "Fix the parser.", copied_context=True),
+            step(1, "assistant", call="c1", copied_context=True),
+            step(2, "tool", "ImportError: no module named parser", answers="c1", copied_context=True),
+            step(3, "user", "Error: the child's task quotes its parent's failure"),  # the child's own task
+            step(4, "assistant", call="c4", replayed_by_compaction=True),
+            step(5, "tool", "Traceback (most recent call last):\nKeyError: 'x'", answers="c4",
+                 replayed_by_compaction=True),
+            step(6, "assistant", call="c6"),
+            step(7, "tool", "exit code 1", answers="c6", is_error=True),
+        ])
+        errors = error_observations(steps)
+        assert errors.select("step_index", "action", "flagged").rows() == [(7, "bash:pytest", True)]
+        frame = pl.DataFrame({"trajectory_id": ["t"], "task_id": ["x"], "repo": [None], "content": ["done"]})
+        (text,) = failure_texts(frame, actions=last_actions(steps), errors=errors)["text"]
+        assert text == "actions: bash:pytest\nerrors: exit code N\ncandidate: done"
+
+    def test_an_atif_copied_steps_observation_errors_are_not_the_trajectorys(self, tmp_path):
+        """ATIF marks the step (``is_copied_context``), not the tool rows its observation results become:
+        a result is skipped as the answer of a marked step's call, by its ``source_call_id``, else as the
+        result following that step."""
+
+        def agent(step_id, call, output, **fields):
+            return {"step_id": step_id, "source": "agent", "message": "", **fields,
+                    "tool_calls": [{"tool_call_id": call, "function_name": "bash",
+                                    "arguments": {"command": "make"}}],
+                    "observation": {"results": [{"source_call_id": call, "content": output}]}}
+
+        copied_without_id = agent(3, "c3", "Error: make failed again", is_copied_context=True)
+        del copied_without_id["observation"]["results"][0]["source_call_id"]
+        document = {
+            "schema_version": "ATIF-v1.5",
+            "session_id": "s-cont",
+            "agent": {"name": "terminus-2", "version": "2.0.0", "model_name": "openai/gpt-4o"},
+            "steps": [
+                {"step_id": 1, "source": "user", "message": "Build it.", "is_copied_context": True},
+                agent(2, "c2", "Error: make failed", is_copied_context=True),
+                copied_without_id,
+                agent(4, "c4", "Error: no rule to make target 'all'"),
+            ],
+        }
+        path = tmp_path / "trajectory.json"
+        path.write_text(json.dumps(document), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        ingest([path], lake)
+        steps = lake.read("steps")
+        tool_rows = steps.filter(pl.col("role") == "tool").sort("step_index")
+        assert tool_rows.height == 3
+        assert not any("is_copied_context" in json.loads(extra) for extra in tool_rows["extra"])
+        errors = error_observations(steps)
+        expected = [("bash:make", "Error: no rule to make target 'all'")]
+        assert errors.select("action", "signature").rows() == expected
+
     @pytest.mark.parametrize(("text", "expected"), [
         ("Traceback (most recent call last):\n  File \"/a.py\", line 3\nValueError: bad", "ValueError"),
         ("Traceback (most recent call last):\n  File \"/a.py\", line 3",
