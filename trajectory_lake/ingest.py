@@ -11,7 +11,10 @@ Contract:
 * ids are deterministic, so a row whose key is already in the lake (or earlier in the batch) is a
   duplicate and is not written: re-ingesting the same files adds nothing to the data tables; of the
   rows one ingest reads for a key, the one of the highest bundle priority is written, however the
-  input is split into flushes, parts and readers (:class:`_Writer`);
+  input is split into flushes, parts and readers (:class:`_Writer`); an outcome whose row (the lake's, or
+  the one this ingest writes) has no details (``extra``) takes them from a reading of the same value that
+  has them, so a verdict and its report's details meet whichever is ingested first
+  (:meth:`_Writer._replace_outcomes`);
 * ingests running at once that write the same keys (runs of one benchmark share its tasks; a job retried
   while it still runs shares everything) leave each key once, as if they had run one after another in the
   order of their commits, and no version of a table ever holds a key twice: each table's commit is made
@@ -449,6 +452,7 @@ class _Batch:
     def __init__(self, tables: dict[str, pa.Table]) -> None:
         self.tables = tables
         self._columns: dict[tuple[str, str], list[Any]] = {}
+        self._given: dict[tuple[str, str], list[bool]] = {}
         self._spooled: tuple[str, list[tuple[str, int, int]]] | None = None
 
     def spool(self, directory: Path) -> None:
@@ -490,6 +494,13 @@ class _Batch:
         if (table, name) not in self._columns:
             self._columns[table, name] = self.tables[table].column(name).to_pylist()
         return self._columns[table, name]
+
+    def given(self, table: str, name: str) -> list[bool]:
+        """Whether each row of ``table`` has a value in column ``name`` (not null), without converting the
+        values (an outcome's ``extra`` may hold a report's every test name)."""
+        if (table, name) not in self._given:
+            self._given[table, name] = pc.is_valid(self.tables[table].column(name)).to_pylist()
+        return self._given[table, name]
 
 
 @dataclass(frozen=True, slots=True)
@@ -892,7 +903,7 @@ class _Writer:
     at a time, so a richer description read after its key was staged is staged too, and the rows it
     outranks are dropped as the staged rows are written to Delta (:meth:`_resolved`). A key in the lake
     before the ingest (or committed earlier in it, with ``commit_bytes``) keeps its row, but for grown
-    sessions (:data:`_GROWTH`).
+    sessions (:data:`_GROWTH`) and outcomes without details read again with them (``detailed``).
     """
 
     def __init__(
@@ -951,6 +962,14 @@ class _Writer:
         # Outcome rows read of keys already held (with ``reread``, or of a bundle that ``reads_beside``), by
         # key, the highest priority's: those the lake holds otherwise take this reading (_replace_outcomes).
         self.outcomes_read: dict[tuple[Any, ...], tuple[int, dict[str, Any]]] = {}
+        # Outcome rows with details (``extra``) read of keys whose row may have none (in the lake, ``bare``;
+        # staged by this ingest or committed by another while it ran, ``maybe_bare``), by key, the highest
+        # priority's: a row the lake holds without details and with the same value takes this reading
+        # (_replace_outcomes), as a label of two sources keeps the details of the one that gives them
+        # (records.merge_labels).
+        self.detailed: dict[tuple[Any, ...], tuple[int, dict[str, Any]]] = {}
+        self.maybe_bare: set[tuple[Any, ...]] = set()
+        self.bare: set[tuple[Any, ...]] | None = None
         # What of the staged rows a label read apart from its candidates may attach to (_late_labels).
         self.staged_rows = StagedRows(())
         # The priority of each key staged and not yet committed (steps: per trajectory, a bitset of step
@@ -1016,7 +1035,8 @@ class _Writer:
         extending_before = dict(self.extending)
         hashes_before = dict(self.read_hashes)
         restated_before = {trajectory: dict(steps) for trajectory, steps in self.restated.items()}
-        reread_before = dict(self.read_steps), dict(self.reread_hashes), dict(self.outcomes_read)
+        reread_before = (dict(self.read_steps), dict(self.reread_hashes), dict(self.outcomes_read),
+                         dict(self.detailed))
         fresh = self._fresh(pending)
         tables = self._conformed(fresh)
         if tables is None:  # some record does not fit its schema: quarantine it, stage the rest
@@ -1028,7 +1048,7 @@ class _Writer:
             del self.task_upgrades[upgrades_before:]
             self.grown, self.extending = grown_before, extending_before
             self.read_hashes, self.restated = hashes_before, restated_before
-            self.read_steps, self.reread_hashes, self.outcomes_read = reread_before
+            self.read_steps, self.reread_hashes, self.outcomes_read, self.detailed = reread_before
             good: Pending = []
             for source, adapter, bundle in pending:
                 problem = _misfit(bundle)
@@ -1062,6 +1082,17 @@ class _Writer:
             present = self._existing(table).select(list(KEYS[table])).collect()
             self.keys[table] = set(present.iter_rows())
         return self.keys[table]
+
+    def _may_be_bare(self, key: tuple[Any, ...]) -> bool:
+        """Whether the outcome row of ``key`` may have no details (``extra``): the lake's (at the version
+        this ingest holds its keys of, loaded on first use), one this ingest staged, or another's committed
+        since."""
+        if key in self.maybe_bare:
+            return True
+        if self.bare is None:
+            rows = self._existing("outcomes").filter(pl.col("extra").is_null()).select(list(KEYS["outcomes"]))
+            self.bare = set(rows.collect().iter_rows())
+        return key in self.bare
 
     def _inferred_tasks(self) -> set[str]:
         """Task ids whose lake row was only inferred from a trajectory (a dataset's row replaces it)."""
@@ -1204,6 +1235,9 @@ class _Writer:
                                 and key[0] in self._inferred_tasks()):
                             self.task_upgrades.append(_row(bundle, table, position))
                             self._inferred_tasks().discard(key[0])
+                    if (table == "outcomes" and (new or richer)
+                            and not _given(bundle, table, position, "extra")):
+                        self.maybe_bare.add(key)
                     if new:
                         new_rows.append(position)
                     else:
@@ -1218,11 +1252,15 @@ class _Writer:
                                 again.setdefault(trajectory_id, (source, bundle, position))
                         elif table == "steps":
                             steps_held[key[0]].append((bundle, position))
-                        elif table == "outcomes" and (bundle.reads_beside
-                                                      or (self.reread and source.file in self.places)):
-                            read = self.outcomes_read.get(key)
-                            if read is None or priority > read[0]:
-                                self.outcomes_read[key] = (priority, _row(bundle, table, position))
+                        elif table == "outcomes":
+                            if bundle.reads_beside or (self.reread and source.file in self.places):
+                                read = self.outcomes_read.get(key)
+                                if read is None or priority > read[0]:
+                                    self.outcomes_read[key] = (priority, _row(bundle, table, position))
+                            if _given(bundle, table, position, "extra") and self._may_be_bare(key):
+                                read = self.detailed.get(key)
+                                if read is None or priority > read[0]:
+                                    self.detailed[key] = (priority, _row(bundle, table, position))
                 if new_rows:
                     _add_rows(fresh[table], bundle, table, new_rows, priority, richer=False)
                 if richer_rows:
@@ -1637,6 +1675,12 @@ class _Writer:
                 if row["trajectory_id"] in self.extending:
                     self.restated.setdefault(row["trajectory_id"], {})[row["step_index"]] = row
             return True
+        elif table == "outcomes":  # with details the other's row may lack: compared at commit
+            for row in ours.select(schema_of(table).names).to_dicts():
+                if row["extra"] is not None:
+                    key = tuple(row[name] for name in KEYS[table])
+                    self.detailed[key] = (self.ranks[table].get(key, 0), row)
+            return True
         else:
             return True
         counts.rewrite(replaced)
@@ -1687,6 +1731,8 @@ class _Writer:
             return
         if table in self.keys:
             self.keys[table].update(added.select(KEYS[table]).iter_rows())
+        if table == "outcomes":  # (whether with details or not, _replace_outcomes reads)
+            self.maybe_bare.update(added.select(KEYS[table]).iter_rows())
         if table == "tasks" and self.inferred_tasks is not None:
             for task, benchmark, reference in added.select("task_id", "benchmark", "reference").iter_rows():
                 if benchmark is None and reference is None:
@@ -1730,7 +1776,7 @@ class _Writer:
                     self._committed("steps", version)
             if table == "steps" and self.reread_hashes:
                 self._drop_unread_steps(metadata)
-            if table == "outcomes" and self.outcomes_read:
+            if table == "outcomes" and (self.outcomes_read or self.detailed):
                 self._replace_outcomes(metadata)
         report.finished_at = datetime.now(UTC)
         report.versions["ingests"] = self.lake.append("ingests", _ingest_row(report), metadata=metadata)
@@ -1783,33 +1829,66 @@ class _Writer:
     def _replace_outcomes(self, metadata: dict[str, str]) -> None:
         """Replace the lake's outcomes of the keys this ingest read again (``outcomes_read``) where it reads
         them otherwise (any column but the provenance and ``recorded_at``, which is the time of the ingest
-        when the source gives none): a label read otherwise after an upgrade, a reward file written again.
-        One MERGE, guarded by the ``ingest_id`` of the rows compared against."""
+        when the source gives none): a label read otherwise after an upgrade, a reward file written again;
+        but a reading without details of the value a row with details gives keeps that row. And those
+        without details (``extra`` null) of the keys this ingest read with details (``detailed``) where
+        the value is the same: a verdict read first without its details (an OpenHands line's written-back
+        ``report``, a run summary's ids) takes them from its report read later, as when both are read in
+        one ingest (:func:`~trajectory_lake.records.merge_labels`). A reading of another value is a
+        duplicate like any other: the lake's row stays.
+
+        One MERGE, guarded by the ``ingest_id`` of the rows compared against (those read again), or by
+        the lake's row still having no details and the same value (those read with details): a row another
+        ingest replaced since it was compared is left as it is. A row replaced counts as written; one this
+        ingest wrote itself (staged without details, or committed earlier with ``commit_bytes``) was
+        counted so already."""
         me = self.report.ingest_id
-        ours = conform("outcomes", [row for _, row in self.outcomes_read.values()],
-                       constants=self.stamp).to_pylist()
+        again = {row["outcome_id"]: row for _, row in self.outcomes_read.values()}
+        detailed = {row["outcome_id"]: row for _, row in self.detailed.values()
+                    if row["outcome_id"] not in again}
+        ours = conform("outcomes", [*again.values(), *detailed.values()], constants=self.stamp).to_pylist()
         held = {row["outcome_id"]: row for row in self.lake.scan("outcomes")
                 .filter(pl.col("outcome_id").is_in([row["outcome_id"] for row in ours]))
                 .collect().to_arrow().to_pylist()}
         compared = [name for name in schema_of("outcomes").names if name not in (*_STAMP, "recorded_at")]
-        differing = [row for row in ours
-                     if (old := held.get(row["outcome_id"])) is not None and old["ingest_id"] != me
-                     and any(row[name] != old[name] for name in compared)]
-        if not differing:
+        differing = [row for row in ours if row["outcome_id"] in again
+                     and (old := held.get(row["outcome_id"])) is not None and old["ingest_id"] != me
+                     and any(row[name] != old[name] for name in compared)
+                     and not (row["extra"] is None and old["extra"] is not None
+                              and row["value"] == old["value"])]
+        detailing = [row for row in ours if row["outcome_id"] in detailed
+                     and (old := held.get(row["outcome_id"])) is not None
+                     and old["extra"] is None and row["value"] == old["value"]]
+        if not differing and not detailing:
             return
-        read_by = sorted({held[row["outcome_id"]]["ingest_id"] for row in differing})
-        ids = sorted(row["outcome_id"] for row in differing)
+        guards = []  # (of both kinds, each names its rows)
+        if differing:
+            read_by = ", ".join(sorted({_sql_string(held[row["outcome_id"]]["ingest_id"])
+                                        for row in differing}))
+            guards.append(f"t.ingest_id IN ({read_by})")
+        if detailing:
+            guards.append("t.extra IS NULL AND t.value = s.value")
+        if differing and detailing:
+            guards = [f"({_ids_sql(differing)} AND {guards[0]})", f"({_ids_sql(detailing)} AND {guards[1]})"]
+        replacing = [*differing, *detailing]
+        ids = sorted(row["outcome_id"] for row in replacing)
         within = (f"{_partitions_sql({held[i]['benchmark'] for i in ids})} AND "
                   f"t.outcome_id IN ({', '.join(map(_sql_string, ids))})")
-        version = self.lake.merge_update("outcomes", conform("outcomes", differing), key="outcome_id",
-                                         only_if=f"t.ingest_id IN ({', '.join(map(_sql_string, read_by))})",
-                                         metadata=metadata, within=within)
+        version = self.lake.merge_update("outcomes", conform("outcomes", replacing),
+                                         key="outcome_id", only_if=" OR ".join(guards), metadata=metadata,
+                                         within=within)
         # a row another ingest replaced since it was compared is not (the guard): counted a duplicate still
-        partitions = {held[i]["benchmark"] for i in ids} | {row["benchmark"] for row in differing}
-        mine = self.lake.scan("outcomes").filter(_in_partitions(partitions) & pl.col("outcome_id").is_in(ids)
-                                                 & (pl.col("ingest_id") == me))
+        others = [i for i in ids if held[i]["ingest_id"] != me]
+        partitions = {held[i]["benchmark"] for i in ids} | {row["benchmark"] for row in replacing}
+        mine = self.lake.scan("outcomes").filter(_in_partitions(partitions) & pl.col("ingest_id").eq(me)
+                                                 & pl.col("outcome_id").is_in(others))
         self.report.counts["outcomes"].rewrite(mine.select(pl.len()).collect().item())
         self._committed("outcomes", version)
+
+
+def _ids_sql(rows: list[dict[str, Any]]) -> str:
+    """A MERGE's predicate that the target row is one of the outcomes ``rows``."""
+    return f"t.outcome_id IN ({', '.join(_sql_string(row['outcome_id']) for row in rows)})"
 
 
 def _keys(bundle: Bundle | _Packed, but: str | None = None) -> dict[str, list[tuple[Any, ...]]]:
@@ -1827,6 +1906,13 @@ def _value(bundle: Bundle | _Packed, table: str, position: int, column: str) -> 
     if isinstance(bundle, _Packed):
         return bundle.batch.column(table, column)[bundle.spans[table][0] + position]
     return bundle.rows[table][position].get(column)
+
+
+def _given(bundle: Bundle | _Packed, table: str, position: int, column: str) -> bool:
+    """Whether the ``position``-th row of ``table`` in a bundle has a value (not null) in ``column``."""
+    if isinstance(bundle, _Packed):
+        return bundle.batch.given(table, column)[bundle.spans[table][0] + position]
+    return bundle.rows[table][position].get(column) is not None
 
 
 def _row(bundle: Bundle | _Packed, table: str, position: int) -> dict[str, Any]:

@@ -323,6 +323,17 @@ class TestRunSummaryLabelsTheRunItsNameNames:
         assert _summarised(lake).equals(_summarised(joint))
         assert lake.read("outcomes")["extra"].is_null().all()  # a summary lists ids only
 
+    def test_the_per_instance_reports_ingested_after_the_summary_add_their_details(
+        self, lines, joint, tmp_path
+    ):
+        # The summary's verdicts are the reports' (the same values), which also give each entry's details.
+        lake = Lake(tmp_path / "lake")
+        _ingest(lake, _predictions(tmp_path / "predictions" / SYSTEM, lines))
+        _ingest(lake, _summary(tmp_path / "harness", MODEL, lines))
+        report = _ingest(lake, _reports(tmp_path / "predictions" / SYSTEM / "logs", lines))
+        assert report.warnings == [] and report.counts["outcomes"].written == len(lines)
+        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
+
     def test_a_summary_read_with_its_predictions_writes_the_joint_outcomes(self, lines, joint, tmp_path):
         lake = Lake(tmp_path / "lake")
         summary = _summary(tmp_path / "cwd", MODEL, lines)

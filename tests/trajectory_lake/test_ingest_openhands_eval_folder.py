@@ -25,6 +25,7 @@ import pytest
 from tests.trajectory_lake._helpers import comparable_rows, read_jsonl, table_state, unreconciled, write_jsonl
 from trajectory_lake import IngestReport, Lake, ingest
 from trajectory_lake._hashing import stable_id
+from trajectory_lake.ingest import _Writer
 
 EVAL_FILE = "official_example_multi_swe_bench_output.jsonl"
 COMPLETIONS = ("openhands_litellm_completion_first_call.json", "openhands_litellm_completion_last_call.json")
@@ -378,13 +379,127 @@ class TestLabelSources:
         joint, _ = ingested
         lake = Lake(tmp_path / "lake")
         ingest([run / "metadata.json", run / "output.jsonl"], lake)
+        assert lake.read("outcomes")["extra"].to_list() == [None, None]  # the lines' written-back verdicts
         report = ingest([run / "report.json", run / "eval_outputs"], lake)
         assert report.warnings == [] and lake.read("quarantine").height == 0
-        # The resolved rows are the first ingest's, from the verdict written back into the lines (which has
-        # no details): the reports' same rows are duplicates, and their details are not added to them.
-        assert comparable_rows(lake, "outcomes").drop("extra").equals(
-            comparable_rows(joint, "outcomes").drop("extra")
+        # The resolved rows the lines gave take the reports' details (the same verdicts): replaced, they
+        # count as written, as the pass rates do.
+        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
+        counts = report.counts["outcomes"]
+        assert (counts.read, counts.written, counts.duplicate) == (6, 6, 0)
+        assert unreconciled(report) == {}
+
+    @pytest.mark.parametrize(
+        "ingests",
+        [
+            pytest.param(("output", "reports"), id="output first"),
+            pytest.param(("reports", "output"), id="reports first"),
+            pytest.param(("output reports",), id="together"),
+            pytest.param(("output", "reports", "output reports", "reports"), id="again"),
+            pytest.param(("reports", "output", "output"), id="output twice"),
+        ],
+    )
+    def test_the_output_and_the_reports_leave_the_same_outcomes_in_any_order(
+        self, ingested, run, tmp_path, ingests
+    ):
+        """The verdict written back into each line (no details) and the harness's reports (the same verdict,
+        with the tests and patch flags): whichever comes first, the rows are those of one ingest of both."""
+        joint, _ = ingested
+        files = {
+            "output": [run / "metadata.json", run / "output.jsonl"],
+            "reports": [run / "report.json", run / "eval_outputs"],
+        }
+        lake = Lake(tmp_path / "lake")
+        for names in ingests:
+            report = ingest([path for name in names.split() for path in files[name]], lake)
+            assert unreconciled(report) == {}
+        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
+        assert comparable_rows(lake, "candidates").equals(comparable_rows(joint, "candidates"))
+
+    def test_reports_waiting_for_the_output_give_their_details_to_rows_it_committed_as_it_went(
+        self, ingested, run, tmp_path
+    ):
+        # The lines' rows are committed a flush at a time; the waiting labels are attached at the end.
+        joint, _ = ingested
+        lake = Lake(tmp_path / "lake")
+        ingest([run / "report.json", run / "eval_outputs"], lake)
+        report = ingest([run / "metadata.json", run / "output.jsonl"], lake, flush_bytes=1, commit_bytes=1)
+        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
+        # its own rows replaced: counted written once, the attached labels' readings as duplicates
+        counts = report.counts["outcomes"]
+        assert (counts.read, counts.written, counts.duplicate) == (8, 6, 2)
+
+    @pytest.mark.parametrize("meanwhile", ["output", "folder"])
+    def test_the_reports_details_win_whichever_of_two_ingests_at_once_commits_first(
+        self, ingested, run, tmp_path, monkeypatch, meanwhile
+    ):
+        """One ingest reads the whole folder, another the output alone; the other commits first, after this
+        one read the lake's keys (its commits are refused, and it drops its rows of the keys the other
+        wrote)."""
+        joint, _ = ingested
+        output, folder = [run / "metadata.json", run / "output.jsonl"], [run]
+        lake = Lake(tmp_path / "lake")
+        first, later = (output, folder) if meanwhile == "output" else (folder, output)
+        reports = []
+        original, armed = _Writer._append_staged, [True]
+
+        def append_staged(self, table, metadata):
+            if armed:
+                armed.clear()
+                reports.append(ingest(first, lake))
+            return original(self, table, metadata)
+
+        monkeypatch.setattr(_Writer, "_append_staged", append_staged)
+        reports.append(ingest(later, lake))
+        assert reports[1].commit_refusals.get("outcomes") == 1
+        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
+        assert [unreconciled(report) for report in reports] == [{}, {}]
+        assert sum(report.counts["outcomes"].written for report in reports) == 6 + 2 * (meanwhile == "output")
+
+    def test_the_output_read_again_keeps_the_reports_details_of_the_same_verdicts(
+        self, ingested, run, tmp_path
+    ):
+        joint, _ = ingested
+        lake = Lake(tmp_path / "lake")
+        ingest([run], lake)
+        report = ingest([run / "metadata.json", run / "output.jsonl"], lake, reread=True)
+        assert report.counts["outcomes"].written == 0
+        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
+
+    def test_a_report_of_another_verdict_than_the_lines_leaves_its_row_until_read_again(
+        self, swe_lines, completion_files, tmp_path
+    ):
+        """The line says resolved (written back from an earlier evaluation), the harness's report says not:
+        read together, the report is the verdict (the group's reports come first); read after the line,
+        it is a duplicate like any other row of another value (a line's own verdict, read with its report,
+        wins over it in the predictions' and aider's formats, so no source's value is preferred across
+        ingests); ``--reread`` of the reports replaces it."""
+        line = swe_lines[0]
+        instance_id = line["instance_id"]
+        run = _write_run(
+            tmp_path,
+            [line],
+            completion_files,
+            run_report=None,
+            instance_reports={
+                instance_id: _instance_report(instance_id, resolved=False, f2p=([], ["test_a"]))
+            },
+            line_reports={instance_id: {**LINE_REPORT, "resolved": True}},
         )
+        joint = Lake(tmp_path / "joint")
+        ingest([run], joint)
+        ((value, extra),) = (
+            joint.read("outcomes").filter(pl.col("name") == "resolved").select("value", "extra").rows()
+        )
+        assert value == 0.0 and json.loads(extra)["tests_status"]["FAIL_TO_PASS"]["failure"] == ["test_a"]
+        lake = Lake(tmp_path / "lake")
+        ingest([run / "metadata.json", run / "output.jsonl"], lake)
+        report = ingest([run / "eval_outputs"], lake)
+        assert unreconciled(report) == {}
+        resolved = lake.read("outcomes").filter(pl.col("name") == "resolved")
+        assert resolved.select("value", "extra").rows() == [(1.0, None)]
+        ingest([run / "eval_outputs"], lake, reread=True)
+        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
 
     def test_eval_infer_remote_results_label_the_same_candidate(self, swe_lines, completion_files, tmp_path):
         # eval_infer.py (remote runtime) writes output.swebench_eval.jsonl: EvalOutput lines with the run's

@@ -1105,30 +1105,43 @@ class TestReportBesideALabelledSet:
 class TestReportDetailsOfALinesOwnVerdict:
     """A prediction line with its own ``resolved`` (no ``label_source``: the harness's, as the report's)
     beside the run's report: the line's verdict is the outcome; the report's details stay with it where both
-    agree."""
+    agree. Read in two ingests, in either order, the line and the report leave the same row: a row without
+    details takes the report's where it gives the same value, and one of another value stays as it is."""
 
     @staticmethod
-    def _outcome(tmp_path: Path, line_says: bool) -> dict[str, Any]:
+    def _outcome(tmp_path: Path, line_says: bool, order: str = "together") -> dict[str, Any]:
         run = tmp_path / "my_run"
         run.mkdir()
-        line = {"instance_id": "django__django-11099", "model_name_or_path": "m",
-                "model_patch": "diff --git a/x b/x\n", "resolved": line_says}
+        line = {
+            "instance_id": "django__django-11099",
+            "model_name_or_path": "m",
+            "model_patch": "diff --git a/x b/x\n",
+            "resolved": line_says,
+        }
         write_jsonl(run / "preds.jsonl", [line])
         tests = {"FAIL_TO_PASS": {"success": ["test_a"], "failure": []}}
         entry = {**report_entry(True), "tests_status": tests}
         (run / "report.json").write_text(json.dumps({"django__django-11099": entry}))
         lake = Lake(tmp_path / "lake")
-        ingest([run], lake)
+        ingests = {
+            "together": [[run]],
+            "line first": [[run / "preds.jsonl"], [run / "report.json"]],
+            "report first": [[run / "report.json"], [run / "preds.jsonl"]],
+        }[order]
+        for paths in ingests:
+            assert unreconciled(ingest(paths, lake)) == {}
         return lake.read("outcomes").filter(pl.col("name") == "resolved").row(0, named=True)
 
-    def test_a_verdict_the_report_agrees_with_keeps_its_details(self, tmp_path):
-        outcome = self._outcome(tmp_path, line_says=True)
+    @pytest.mark.parametrize("order", ["together", "line first", "report first"])
+    def test_a_verdict_the_report_agrees_with_keeps_its_details(self, tmp_path, order):
+        outcome = self._outcome(tmp_path, line_says=True, order=order)
         assert outcome["value"] == 1.0
         tests = json.loads(outcome["extra"])["tests_status"]
         assert tests == {"FAIL_TO_PASS": {"success": ["test_a"], "failure": []}}
 
-    def test_a_verdict_the_report_contradicts_has_none_of_its_details(self, tmp_path):
-        outcome = self._outcome(tmp_path, line_says=False)
+    @pytest.mark.parametrize("order", ["together", "line first", "report first"])
+    def test_a_verdict_the_report_contradicts_has_none_of_its_details(self, tmp_path, order):
+        outcome = self._outcome(tmp_path, line_says=False, order=order)
         assert (outcome["value"], outcome["extra"]) == (0.0, None)
 
 
