@@ -538,6 +538,34 @@ class TestLabelSources:
         }
 
 
+    def test_the_lines_own_test_result_report_keeps_the_harness_reports_details(
+        self, swe_lines, completion_files, tmp_path
+    ):
+        """A line whose ``test_result.report`` gives the verdict the harness's report gives too: the
+        outcome is the report's, with its details (``records.merge_labels``); the line's bare value
+        replaced the labelled one, so read together they had no details while read apart they had."""
+        line = swe_lines[0]
+        instance_id = line["instance_id"]
+        own_report = {**LINE_REPORT, "resolved": True}
+        evaluated = {**line, "test_result": {**line["test_result"], "report": own_report}}
+        run = _write_run(
+            tmp_path,
+            [evaluated],
+            completion_files,
+            run_report=None,
+            instance_reports={
+                instance_id: _instance_report(instance_id, resolved=True, f2p=(["test_a"], []))
+            },
+            line_reports={},
+        )
+        lake = Lake(tmp_path / "lake")
+        ingest([run], lake)
+        resolved = lake.read("outcomes").filter(pl.col("name") == "resolved")
+        ((value, extra),) = resolved.select("value", "extra").rows()
+        assert value == 1.0
+        assert json.loads(extra)["tests_status"]["FAIL_TO_PASS"] == {"success": ["test_a"], "failure": []}
+
+
 class TestSweGymFolder:
     """OpenHands runs SWE-Gym through its swe_bench scripts and the SWE-bench harness: the same folder, whose
     tasks are ``swe-gym/<instance_id>`` (the harness's reports key them by instance id)."""

@@ -189,6 +189,7 @@ from trajectory_lake.records import (
     make_step,
     make_task,
     make_trajectory,
+    merge_labels,
     normalise_tool_definitions,
     task_id_for,
 )
@@ -2012,7 +2013,8 @@ class OpenHandsEvalOutput(_LineAdapter):
                 and (not _is_attempt_line(record) or self._submitted(source, instance_id) == attempt)
             )
             labels = dict(group.label(instance_id)) if evaluated else {}
-            labels.update(_outcomes_of_test_result(test_result))
+            # the line's own copy of a verdict the reports give too keeps their details
+            merge_labels(labels, _outcomes_of_test_result(test_result))
             # The copy written back into the line comes last: the run's own reports are the verdicts.
             verdict = _eval_report_verdict(record.get("report"))
             if "resolved" not in labels and verdict is not None:
