@@ -107,9 +107,10 @@ class Lake:
 
     # -- creation -------------------------------------------------------------------------------
 
-    def create(self) -> Lake:
+    def create(self, *, tables: Iterable[str] | None = None) -> Lake:
         """Create every missing table and bring the others to this code's schema (idempotent, safe to race
-        with other processes); every writer opens the lake with it.
+        with other processes); every writer opens the lake with it, or, with ``tables``, with the tables it
+        writes (a slice's record writes ``slices`` alone).
 
         Each table is created by exactly one commit, its version 0, whoever runs this at the same time:
         the commit that writes version 0 is put-if-absent (on S3, a conditional PUT), and a process that
@@ -124,7 +125,7 @@ class Lake:
             SchemaMismatchError: a table was written by a newer Harvest (upgrade).
         """
         existing = []
-        for table in TABLE_NAMES:
+        for table in TABLE_NAMES if tables is None else tuple(tables):
             if self.exists(table):
                 existing.append(table)
                 continue
@@ -347,10 +348,13 @@ class Lake:
         return pinned
 
     def record_slice(self, slice_id: str, name: str, manifest_json: str, versions: Mapping[str, int]) -> None:
-        """Save a slice manifest in the ``slices`` table (once per slice id)."""
-        self.create()
-        if not self.existing_keys("slices", pl.DataFrame({"slice_id": [slice_id]})).is_empty():
+        """Save a slice manifest in the ``slices`` table (once per slice id). A slice already saved writes
+        nothing, so a reader that may not write the lake re-resolves a saved slice; a new one creates (or
+        brings up to date) the ``slices`` table alone."""
+        if self.exists("slices") and not self.existing_keys(
+                "slices", pl.DataFrame({"slice_id": [slice_id]})).is_empty():
             return
+        self.create(tables=("slices",))
         row = {"slice_id": slice_id, "name": name, "manifest": manifest_json,
                "table_versions": list(versions.items()), "created_at": datetime.now(UTC)}
         self.append("slices", conform("slices", [row]), metadata=_maintenance_metadata("record_slice"))

@@ -177,6 +177,25 @@ class TestOldLake:
         assert [c["harvest.migration"] for c in migrations_committed(lake, "outcomes")] == ["outcomes-extra"]
 
 
+    def test_a_saved_slice_resolved_again_writes_nothing_and_a_new_one_only_its_record(
+        self, shared_data, tmp_path
+    ):
+        """Re-resolving a slice the lake has saved (``harvest slice``, a training job pinned to it) is a read:
+        it migrated the whole lake first, so a reader that may not write an old lake could not re-run its
+        job (review of d09e0d4). A new slice writes the ``slices`` table alone."""
+        lake = old_lake(tmp_path, shared_data / LABELLED)
+        before = lake.versions()
+        spec = SliceSpec(name="old", benchmarks=["swe-bench-lite"])
+        first = resolve_slice(lake, spec, save=True)
+        after_first = lake.versions()
+        assert {t: v for t, v in after_first.items() if t != "slices"} == {
+            t: v for t, v in before.items() if t != "slices"}
+        assert migrations_committed(lake, "outcomes") == []
+        again = resolve_slice(Lake(lake.uri), spec, save=True)  # the same tables' versions: the same slice
+        assert again.content_hash == first.content_hash
+        assert lake.versions() == after_first
+
+
 class TestRerankEventsStep:
     def test_a_rerank_events_table_from_before_feedback_gets_its_columns_in_one_commit(self, tmp_path):
         lake = Lake(tmp_path / "lake")
