@@ -1830,7 +1830,8 @@ class _Writer:
         """Replace the lake's outcomes of the keys this ingest read again (``outcomes_read``) where it reads
         them otherwise (any column but the provenance and ``recorded_at``, which is the time of the ingest
         when the source gives none): a label read otherwise after an upgrade, a reward file written again;
-        but a reading without details of the value a row with details gives keeps that row. And those
+        but a reading without details of the value a row with details gives keeps that row's details (its
+        other columns, an evaluator or source read otherwise, still replace the row's). And those
         without details (``extra`` null) of the keys this ingest read with details (``detailed``) where
         the value is the same: a verdict read first without its details (an OpenHands line's written-back
         ``report``, a run summary's ids) takes them from its report read later, as when both are read in
@@ -1851,11 +1852,15 @@ class _Writer:
                 .filter(pl.col("outcome_id").is_in([row["outcome_id"] for row in ours]))
                 .collect().to_arrow().to_pylist()}
         compared = [name for name in schema_of("outcomes").names if name not in (*_STAMP, "recorded_at")]
-        differing = [row for row in ours if row["outcome_id"] in again
-                     and (old := held.get(row["outcome_id"])) is not None and old["ingest_id"] != me
-                     and any(row[name] != old[name] for name in compared)
-                     and not (row["extra"] is None and old["extra"] is not None
-                              and row["value"] == old["value"])]
+        differing = []
+        for row in ours:
+            old = held.get(row["outcome_id"]) if row["outcome_id"] in again else None
+            if old is None or old["ingest_id"] == me:
+                continue
+            if row["extra"] is None and old["extra"] is not None and row["value"] == old["value"]:
+                row = {**row, "extra": old["extra"]}  # its other columns still replace the row's
+            if any(row[name] != old[name] for name in compared):
+                differing.append(row)
         detailing = [row for row in ours if row["outcome_id"] in detailed
                      and (old := held.get(row["outcome_id"])) is not None
                      and old["extra"] is None and row["value"] == old["value"]]

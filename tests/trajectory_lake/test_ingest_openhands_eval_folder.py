@@ -466,6 +466,20 @@ class TestLabelSources:
         assert report.counts["outcomes"].written == 0
         assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
 
+    def test_a_reading_without_details_read_again_still_replaces_the_rows_other_columns(
+        self, ingested, run, tmp_path
+    ):
+        """``--reread`` of a source without details keeps a same-value row's details, but its other columns
+        are still the new reading's: a row whose ``source`` an older reading wrote otherwise takes this
+        reading's (the rule that kept the details kept the whole row, review of 5063854)."""
+        joint, _ = ingested
+        lake = Lake(tmp_path / "lake")
+        ingest([run], lake)
+        lake.delta_table("outcomes").update(updates={"source": "'an older reading'"}, predicate="name = 'resolved'")
+        report = ingest([run / "metadata.json", run / "output.jsonl"], lake, reread=True)
+        assert report.counts["outcomes"].written == 2
+        assert comparable_rows(lake, "outcomes").equals(comparable_rows(joint, "outcomes"))
+
     def test_a_report_of_another_verdict_than_the_lines_leaves_its_row_until_read_again(
         self, swe_lines, completion_files, tmp_path
     ):
