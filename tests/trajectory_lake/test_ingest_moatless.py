@@ -876,6 +876,24 @@ class TestMoatlessNodeReports:
         assert dict(resolved.select("trajectory_id", "value").iter_rows()) == {rows[7]["trajectory_id"]: 1.0}
 
 
+    def test_an_evaluated_leafs_resolved_outcome_keeps_its_reports_details(self, tree, tmp_path):
+        """The leaf's verdict and its report's details come from one ``report.json``: the leaf's bare value
+        replaced the report's label, which carries them (review of 7aacd42)."""
+        instance = tmp_path / "projects" / "my_eval" / "trajs" / IID
+        instance.mkdir(parents=True)
+        (instance / "trajectory.json").write_text(json.dumps(_branched(tree)), encoding="utf-8")
+        entry = {"patch_exists": True, "patch_is_None": False, "resolved": True,
+                 "tests_status": {"FAIL_TO_PASS": {"success": ["test_a"], "failure": []}}}
+        node = instance / "evaluation" / "node_6"
+        node.mkdir(parents=True)
+        (node / "report.json").write_text(json.dumps({IID: entry}), encoding="utf-8")
+        lake = Lake(tmp_path / "lake")
+        assert ingest([tmp_path / "projects"], lake).total("quarantined") == 0
+        resolved = lake.read("outcomes").filter(pl.col("name") == "resolved")
+        assert resolved["value"].to_list() == [1.0]
+        assert json.loads(resolved["extra"].item())["tests_status"] == entry["tests_status"]
+
+
 class TestMoatlessEvalResult:
     """moatless-tree-search's evaluation (``moatless/benchmark/evaluation.py``, late 2024 and on) writes
     ``<evaluation>/<instance>/eval_result.json`` beside the instance's ``trajectory.json``: ``{"node_results":

@@ -125,6 +125,7 @@ from trajectory_lake.records import (
     make_step,
     make_task,
     make_trajectory,
+    merge_labels,
 )
 
 __all__ = [
@@ -719,7 +720,9 @@ class MoatlessSearchTree(Adapter):
             candidate = make_candidate(trajectory, kind="patch", content=patch or "")
             bundle.add("candidates", candidate)
         if evaluated is not None:  # the harness evaluated this leaf's patch: its own label wins
-            for label, value in {**node_labels, "resolved": evaluated[0]}.items():
+            labels = dict(node_labels)
+            merge_labels(labels, {"resolved": evaluated[0]})  # the same report's value keeps its details
+            for label, value in labels.items():
                 bundle.add(
                     "outcomes",
                     make_outcome(candidate, name=label, value=value, source="harness", evaluator="swe-bench"),
