@@ -19,7 +19,15 @@ import msgspec
 __all__ = ["dumps_sorted", "json_objects", "loads"]
 
 _DECODER = msgspec.json.Decoder()
-_ENCODER = msgspec.json.Encoder(order="sorted", enc_hook=str)
+
+
+def _plain(value: Any) -> Any:  # noqa: ANN401 - any value
+    """What ``msgspec`` cannot encode itself: a float subclass (``records.Label``, a number with details) as
+    its number, anything else as ``str(value)``."""
+    return float(value) if isinstance(value, float) else str(value)
+
+
+_ENCODER = msgspec.json.Encoder(order="sorted", enc_hook=_plain)
 
 
 def loads(data: bytes | bytearray | memoryview | str) -> Any:  # noqa: ANN401 - any JSON value
@@ -51,6 +59,9 @@ def dumps_sorted(value: Any) -> str:  # noqa: ANN401 - any JSON value
     Examples:
         >>> dumps_sorted({"b": 1, "a": "é"})
         '{"a":"é","b":1}'
+        >>> from trajectory_lake.records import Label
+        >>> dumps_sorted({"resolved": Label(1.0, {"patch_exists": True})})
+        '{"resolved":1.0}'
     """
     try:
         return _ENCODER.encode(value).decode("utf-8")
