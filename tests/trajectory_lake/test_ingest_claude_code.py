@@ -34,7 +34,7 @@ from tests.trajectory_lake._helpers import (
     unreconciled,
     write_jsonl,
 )
-from trajectory_lake import Lake, ingest
+from trajectory_lake import IngestReport, Lake, ingest
 from trajectory_lake._hashing import content_sha256
 from trajectory_lake.adapters import RunGroup, SourceFile, detect
 from trajectory_lake.adapters.claude_code import ClaudeCodeSession
@@ -759,6 +759,19 @@ def _after_bash_result(*lines: dict[str, Any]) -> list[dict[str, Any]]:
     return [*session[:at], *lines, *session[at:]]
 
 
+def _ingest_session(
+    tmp_path: Path, lines: list[dict[str, Any]], *, answer_after: str
+) -> tuple[Lake, IngestReport, dict[str, Any], list[dict[str, Any]]]:
+    """``lines`` (a session of :func:`_after_bash_result`) with its final response under ``answer_after``,
+    ingested into a new lake: the lake, the report, the trajectory row and its steps."""
+    lines = [*lines[:-2], {**lines[-2], "parentUuid": answer_after}, lines[-1]]
+    path = write_jsonl(tmp_path / f"{SESSION}.jsonl", lines)
+    lake = Lake(tmp_path / "lake")
+    report = ingest([path], lake)
+    (trajectory,) = lake.read("trajectories").to_dicts()
+    return lake, report, trajectory, _steps(lake, trajectory["trajectory_id"])
+
+
 class TestWhatTheModelWasSent:
     """2.1.x session lines that change what the model is sent without rewriting the messages logged before
     them. Their shapes are the CLI's ``Entry`` types (``src/types/logs.ts`` of the CLI's source as its readers
@@ -911,13 +924,9 @@ class TestWhatTheModelWasSent:
             **_COMMON,
         }
         lines = _after_bash_result(boundary, summary)
-        lines[-2] = {**lines[-2], "parentUuid": "u-sum"}  # the final response, under the summary
-        path = write_jsonl(tmp_path / f"{SESSION}.jsonl", lines)
-        lake = Lake(tmp_path / "lake")
-        report = ingest([path], lake)
+        # the final response, under the summary
+        lake, report, _, steps = _ingest_session(tmp_path, lines, answer_after="u-sum")
         assert not unreconciled(report) and report.total("quarantined") == 0
-        (trajectory,) = lake.read("trajectories").to_dicts()
-        steps = _steps(lake, trajectory["trajectory_id"])
         assert [s["role"] for s in steps[8:]] == ["system", "user", "assistant"]
         assert json.loads(steps[9]["extra"])["summarizes_steps"] == [0, 9 if preserved is None else 5]
         context = [s["step_index"] for s in seen_before(_with_summaries(steps), 10)]
@@ -975,13 +984,9 @@ class TestWhatTheModelWasSent:
             "uuid": "u-notified",
         }
         lines = _after_bash_result(queued, notification)
-        lines[-2] = {**lines[-2], "parentUuid": "u-notified"}  # the final response, after both
-        path = write_jsonl(tmp_path / f"{SESSION}.jsonl", lines)
-        lake = Lake(tmp_path / "lake")
-        report = ingest([path], lake)
+        # the final response, after both
+        lake, report, trajectory, steps = _ingest_session(tmp_path, lines, answer_after="u-notified")
         assert not unreconciled(report) and report.total("quarantined") == 0
-        (trajectory,) = lake.read("trajectories").to_dicts()
-        steps = _steps(lake, trajectory["trajectory_id"])
         assert trajectory["n_steps"] == len(steps) == 11
         assert [(s["role"], s["content"]) for s in steps[8:]] == [
             ("user", "Use ROUND_HALF_UP: that is what the check expects."),
@@ -1046,13 +1051,9 @@ class TestWhatTheModelWasSent:
             attachment("a-quiet", "a-rendered", quiet),
             attachment("a-unknown", "a-quiet", {"type": "a_type_not_known_yet", "text": "?"}),
         )
-        lines[-2] = {**lines[-2], "parentUuid": "a-unknown"}  # the final response, after them
-        path = write_jsonl(tmp_path / f"{SESSION}.jsonl", lines)
-        lake = Lake(tmp_path / "lake")
-        report = ingest([path], lake)
+        # the final response, after them
+        lake, report, trajectory, steps = _ingest_session(tmp_path, lines, answer_after="a-unknown")
         assert not unreconciled(report) and report.total("quarantined") == 0
-        (trajectory,) = lake.read("trajectories").to_dicts()
-        steps = _steps(lake, trajectory["trajectory_id"])
         assert trajectory["n_steps"] == len(steps) == 14
         assert [(s["role"], s["content"]) for s in steps[8:]] == [
             ("user", "<system-reminder>\nPostToolUse:Bash hook additional context: check.py failed: see the "
@@ -1089,12 +1090,7 @@ class TestWhatTheModelWasSent:
                                    "blockingError": {"command": "check.sh", "blockingError": "tests fail"}}}
         del blocking["message"], blocking["isMeta"]
         lines = _after_bash_result(feedback, blocking)
-        lines[-2] = {**lines[-2], "parentUuid": "a-blocking"}
-        path = write_jsonl(tmp_path / f"{SESSION}.jsonl", lines)
-        lake = Lake(tmp_path / "lake")
-        ingest([path], lake)
-        (trajectory,) = lake.read("trajectories").to_dicts()
-        steps = _steps(lake, trajectory["trajectory_id"])
+        _, _, _, steps = _ingest_session(tmp_path, lines, answer_after="a-blocking")
         assert [(s["role"], s["content"]) for s in steps[8:]] == [
             ("user", "Stop hook feedback:\n[check.sh]: tests fail"),
             ("assistant", ANSWER),
@@ -1146,12 +1142,7 @@ class TestWhatTheModelWasSent:
             **_COMMON,
         }
         lines = _after_bash_result(feedback, blocking)
-        lines[-2] = {**lines[-2], "parentUuid": "a-blocking"}
-        path = write_jsonl(tmp_path / f"{SESSION}.jsonl", lines)
-        lake = Lake(tmp_path / "lake")
-        ingest([path], lake)
-        (trajectory,) = lake.read("trajectories").to_dicts()
-        steps = _steps(lake, trajectory["trajectory_id"])
+        _, _, _, steps = _ingest_session(tmp_path, lines, answer_after="a-blocking")
         assert [(s["role"], s["content"]) for s in steps[8:]] == [("user", text), ("assistant", ANSWER)]
 
     def test_another_hooks_blocking_error_is_a_step_even_where_the_step_before_quotes_it(
@@ -1197,12 +1188,7 @@ class TestWhatTheModelWasSent:
             attachment("a-pre", "a-context", pre),
             attachment("a-stop", "a-pre", stop),
         )
-        lines[-2] = {**lines[-2], "parentUuid": "a-stop"}
-        path = write_jsonl(tmp_path / f"{SESSION}.jsonl", lines)
-        lake = Lake(tmp_path / "lake")
-        ingest([path], lake)
-        (trajectory,) = lake.read("trajectories").to_dicts()
-        steps = _steps(lake, trajectory["trajectory_id"])
+        _, _, _, steps = _ingest_session(tmp_path, lines, answer_after="a-stop")
         assert [(s["role"], s["content"]) for s in steps[8:]] == [
             (
                 "user",
@@ -1249,12 +1235,7 @@ class TestWhatTheModelWasSent:
         }
         del empty["message"], empty["isMeta"]
         lines = _after_bash_result(feedback, empty)
-        lines[-2] = {**lines[-2], "parentUuid": "a-empty"}
-        path = write_jsonl(tmp_path / f"{SESSION}.jsonl", lines)
-        lake = Lake(tmp_path / "lake")
-        ingest([path], lake)
-        (trajectory,) = lake.read("trajectories").to_dicts()
-        steps = _steps(lake, trajectory["trajectory_id"])
+        _, _, _, steps = _ingest_session(tmp_path, lines, answer_after="a-empty")
         assert [(s["role"], s["content"]) for s in steps[8:]] == [
             ("user", "Stop hook feedback:\n[check.sh]: tests fail"),
             (
