@@ -1185,25 +1185,7 @@ class TestCodexHistoryRewrites:
         ``<external_{key}>``). A rollback counted them as user turns, and a rollout without ``user_message``
         events took the first as its task."""
 
-        def user(text: str) -> tuple[str, dict[str, Any]]:  # a user message, with no user_message event
-            content = [{"type": "input_text", "text": text}]
-            return "response_item", {"type": "message", "role": "user", "content": content}
-
-        injected = user(context)
-        path = _write_rollout(
-            tmp_path / "rollout-2026-03-01T10-00-00-acac.jsonl",
-            [
-                _meta("acac"),
-                injected,
-                user("add a flag"),
-                _say("Added --fast."),
-                user("rename it"),
-                _say("Renaming.", phase="commentary"),
-                injected,
-                _say("Renamed to --quick."),
-                ("event_msg", {"type": "thread_rolled_back", "num_turns": 1}),
-            ],
-        )
+        path = self._rollout_with_context(tmp_path / "rollout-2026-03-01T10-00-00-acac.jsonl", context)
         lake, _, _, steps = _ingest_one(path)
         rolled = [json.loads(s["extra"]).get("rolled_back", False) for s in steps]
         assert rolled == [False, False, False, True, True, True, True]
