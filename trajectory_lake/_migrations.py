@@ -32,7 +32,7 @@ from trajectory_lake.schema import MIGRATIONS, SCHEMA_VERSION, Migration, schema
 if TYPE_CHECKING:
     from trajectory_lake.lake import Lake
 
-__all__ = ["SCHEMA_VERSION_PROPERTY", "check_not_newer", "migrate"]
+__all__ = ["SCHEMA_VERSION_PROPERTY", "apply_steps", "check_not_newer", "checked_tables", "migrate"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +56,26 @@ def migrate(lake: Lake, tables: Iterable[str]) -> list[str]:
     Raises:
         SchemaMismatchError: a table was written by a newer Harvest.
     """
+    return apply_steps(lake, checked_tables(lake, tables))
+
+
+def checked_tables(lake: Lake, tables: Iterable[str]) -> dict[str, DeltaTable]:
+    """Open ``tables`` (existing tables of ``lake``) at their latest versions and check each with
+    :func:`check_not_newer`, all before :func:`apply_steps` changes any.
+
+    Raises:
+        SchemaMismatchError: a table was written by a newer Harvest.
+    """
     opened = {table: lake.delta_table(table) for table in tables}
-    for table, dt in opened.items():  # all checked before any is changed
+    for table, dt in opened.items():
         check_not_newer(table, dt)
+    return opened
+
+
+def apply_steps(lake: Lake, opened: dict[str, DeltaTable]) -> list[str]:
+    """Apply the :data:`MIGRATIONS` steps that the tables ``opened`` (from :func:`checked_tables`) lack;
+    the names of the steps this process committed, in order."""
+    opened = dict(opened)
     applied: list[str] = []
     for step in MIGRATIONS:
         if step.table in opened:

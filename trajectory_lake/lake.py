@@ -12,6 +12,7 @@ for reproducible training slices.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -36,7 +37,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from deltalake.fs import DeltaStorageHandler
 from deltalake.transaction import AddAction
 
-from trajectory_lake._migrations import SCHEMA_VERSION_PROPERTY, migrate
+from trajectory_lake._migrations import SCHEMA_VERSION_PROPERTY, apply_steps, checked_tables
 from trajectory_lake.exceptions import CommitConflictError, LakeError, SchemaMismatchError, TableNotFoundError
 from trajectory_lake.schema import KEYS, PARTITIONS, SCHEMA_VERSION, TABLE_NAMES, schema_of
 
@@ -72,6 +73,9 @@ _ROW_GROUP_ROWS = 16_384
 # (compression must be named: WriterProperties without it writes uncompressed files.)
 _WRITER_PROPERTIES = WriterProperties(max_row_group_size=_ROW_GROUP_ROWS, compression="SNAPPY")
 _MAX_COMMIT_RETRIES = 100  # concurrent appenders exhaust delta-rs' default of 15 (facts §1.12)
+# Log actions that change a table's rows but not its schema, properties or protocol (those are metaData and
+# protocol actions): commits of only these leave a table as Lake.create checked it.
+_DATA_ACTIONS = frozenset({"add", "remove", "commitInfo", "txn", "cdc"})
 _T = TypeVar("_T")
 
 
@@ -96,6 +100,9 @@ class Lake:
             text = str(Path(text.removeprefix("file://")).expanduser().resolve())
         self.uri = text.rstrip("/")
         self.storage_options = dict(storage_options) if storage_options else None
+        # table -> (the version create() checked it at or found only data commits up to, sha256 of that
+        # version's log entry): see _unchanged_since_checked
+        self._checked: dict[str, tuple[int, bytes]] = {}
 
     def __repr__(self) -> str:
         return f"Lake({self.uri!r})"
@@ -118,6 +125,13 @@ class Lake:
         its schema gets them (the steps of ``schema.MIGRATIONS`` it lacks, one commit each: see
         ``trajectory_lake._migrations``).
 
+        Called again on the same instance (the reranker service writes each feedback through one), a table
+        this instance checked is not opened again if every commit since was a data commit (its new log
+        entries hold only add, remove, commitInfo, txn or cdc actions) and the entry of the version it
+        checked is still the one it read: a few small reads instead of a log replay. A table another
+        process changed the metadata of (a newer Harvest's migration), deleted, or deleted and created
+        again is checked again as on the first call.
+
         Returns:
             ``self``, for chaining.
 
@@ -126,6 +140,8 @@ class Lake:
         """
         existing = []
         for table in TABLE_NAMES if tables is None else tuple(tables):
+            if self._unchanged_since_checked(table):
+                continue
             if self.exists(table):
                 existing.append(table)
                 continue
@@ -153,8 +169,57 @@ class Lake:
                 if not self.exists(table):
                     raise
                 logger.debug("table %s was created concurrently: %s", table, exc)
-        migrate(self, existing)
+        opened = checked_tables(self, existing)  # all checked before any is changed
+        checked_at = {table: dt.version() for table, dt in opened.items()}
+        apply_steps(self, opened)
+        # The version checked, not the migrated one: a later call reads this call's steps as metadata
+        # commits and checks the table once more. A table created here is checked by the next call.
+        for table, version in checked_at.items():
+            self._remember_checked(table, version)
         return self
+
+    def _unchanged_since_checked(self, table: str) -> bool:
+        """Whether ``table`` is as :meth:`create` last checked it on this instance, but for data commits
+        (:data:`_DATA_ACTIONS`): the log entry of the version checked is the one read then (not deleted,
+        nor deleted and written again), and every entry after it holds only data actions. Moves the
+        table's mark to its latest entry when so, drops it when not."""
+        mark = self._checked.pop(table, None)
+        if mark is None:
+            return False
+        version, digest = mark
+        store = self._log_store(table)
+        try:
+            entry = None if store is None else _log_bytes(store, version)
+            if store is None or entry is None or hashlib.sha256(entry).digest() != digest:
+                return False
+            while (entry := _log_bytes(store, version + 1)) is not None:
+                version += 1
+                actions = [json.loads(line) for line in entry.splitlines() if line.strip()]
+                if not all(isinstance(action, dict) and action.keys() <= _DATA_ACTIONS for action in actions):
+                    return False
+                digest = hashlib.sha256(entry).digest()
+        except (OSError, ValueError):
+            return False  # unreadable now, or not an entry delta-rs wrote: the full check decides
+        self._checked[table] = (version, digest)
+        return True
+
+    def _remember_checked(self, table: str, version: int) -> None:
+        """Mark ``table`` as checked at ``version`` (see :meth:`_unchanged_since_checked`)."""
+        store = self._log_store(table)
+        try:
+            entry = None if store is None else _log_bytes(store, version)
+        except OSError:
+            return
+        if entry is not None:
+            self._checked[table] = (version, hashlib.sha256(entry).digest())
+
+    def _log_store(self, table: str) -> DeltaStorageHandler | None:
+        """The store of ``table``'s folder; ``None`` if the folder is gone (delta-rs refuses a local path
+        that does not exist)."""
+        try:
+            return DeltaStorageHandler(self.table_uri(table), self.storage_options)
+        except (DeltaError, OSError):
+            return None
 
     def exists(self, table: str) -> bool:
         """Whether ``table`` exists as a Delta table."""
@@ -228,11 +293,12 @@ class Lake:
         """The actions of the log entry of ``version`` (one small JSON file); empty if it is gone."""
         store = DeltaStorageHandler(self.table_uri(table), self.storage_options)
         try:
-            with store.open_input_file(f"_delta_log/{version:020d}.json") as entry:
-                lines = entry.read().decode().splitlines()
+            entry = _log_bytes(store, version)
         except OSError:
             return []
-        return [json.loads(line) for line in lines if line.strip()]
+        if entry is None:
+            return []
+        return [json.loads(line) for line in entry.decode().splitlines() if line.strip()]
 
     def _version_adding(self, table: str, path: str, *, after: int) -> int:
         """The first version after ``after`` whose commit adds the file ``path`` (as the file is named, not
@@ -766,6 +832,16 @@ def _as_datetime(text: str) -> datetime | str:
 def _sql_string(value: object) -> str:
     """``value`` as a SQL string literal."""
     return "'" + str(value).replace("'", "''") + "'"
+
+
+def _log_bytes(store: DeltaStorageHandler, version: int) -> bytes | None:
+    """The bytes of the log entry of ``version`` in a table's ``store``; ``None`` if there is none (another
+    error reading it, a network one, is raised: it does not say the entry is absent)."""
+    try:
+        with store.open_input_file(f"_delta_log/{version:020d}.json") as entry:
+            return entry.read()
+    except FileNotFoundError:
+        return None
 
 
 def _one_line(exc: BaseException) -> str:

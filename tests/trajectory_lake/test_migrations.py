@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from tests.trajectory_lake.test_feedback import feedback
 from trajectory_lake import Lake, SchemaMismatchError, ingest, schema_of
+from trajectory_lake.feedback import write_feedback
 from trajectory_lake.lake import conform
 from trajectory_lake.records import make_outcome
 from trajectory_lake.schema import MIGRATIONS, PARTITIONS, SCHEMA_VERSION, TABLE_NAMES, TABLES
@@ -176,7 +179,6 @@ class TestOldLake:
         assert report.total("written") == 0 and report.total("quarantined") == 0
         assert [c["harvest.migration"] for c in migrations_committed(lake, "outcomes")] == ["outcomes-extra"]
 
-
     def test_a_saved_slice_resolved_again_writes_nothing_and_a_new_one_only_its_record(
         self, shared_data, tmp_path
     ):
@@ -189,7 +191,8 @@ class TestOldLake:
         first = resolve_slice(lake, spec, save=True)
         after_first = lake.versions()
         assert {t: v for t, v in after_first.items() if t != "slices"} == {
-            t: v for t, v in before.items() if t != "slices"}
+            t: v for t, v in before.items() if t != "slices"
+        }
         assert migrations_committed(lake, "outcomes") == []
         again = resolve_slice(Lake(lake.uri), spec, save=True)  # the same tables' versions: the same slice
         assert again.content_hash == first.content_hash
@@ -241,3 +244,89 @@ class TestNewerLake:
         assert {t: v for t, v in lake.versions().items() if t != "outcomes"} == {
             t: v for t, v in before.items() if t != "outcomes"
         }
+
+
+class TestCreateAgain:
+    """``Lake.create`` called again on the same instance (the reranker service opens the lake for every
+    feedback write) opens only the tables whose metadata may have changed since it checked them."""
+
+    @pytest.fixture
+    def looked_at(self, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+        """The tables opened (``Lake.delta_table``) or looked for (``Lake.exists``) from now on."""
+        names: list[str] = []
+        delta_table, exists = Lake.delta_table, Lake.exists
+
+        def counting_delta_table(lake: Lake, table: str, **options: object) -> DeltaTable:
+            names.append(table)
+            return delta_table(lake, table, **options)  # type: ignore[arg-type]
+
+        def counting_exists(lake: Lake, table: str) -> bool:
+            names.append(table)
+            return exists(lake, table)
+
+        monkeypatch.setattr(Lake, "delta_table", counting_delta_table)
+        monkeypatch.setattr(Lake, "exists", counting_exists)
+        return names
+
+    @staticmethod
+    def checked_lake(path: Path) -> Lake:
+        """A lake whose every table the instance returned has checked (the call that creates a table does
+        not check it: the next one does)."""
+        return Lake(path).create().create()
+
+    def test_after_only_rows_were_committed_no_table_is_opened(self, tmp_path, looked_at):
+        lake = self.checked_lake(tmp_path / "lake")
+        write_feedback(lake, feedback())  # MERGE commits to six tables
+        write_feedback(lake, feedback(request_id="rr-2"))
+        looked_at.clear()
+        lake.create()
+        assert looked_at == []
+        Lake(lake.uri).create()  # another instance checks every table
+        assert set(looked_at) == set(TABLE_NAMES)
+
+    def test_a_newer_harvests_change_made_since_is_refused(self, tmp_path):
+        lake = self.checked_lake(tmp_path / "lake")
+        lake.append("runs", Lake(lake.uri).read("runs").to_arrow())  # a data commit before the change
+        newer = str(SCHEMA_VERSION + 1)
+        Lake(lake.uri).delta_table("runs").alter.set_table_properties(
+            {"harvest.schema_version": newer}, raise_if_not_exists=False
+        )
+        with pytest.raises(SchemaMismatchError, match=rf"'runs' has schema version {newer}"):
+            lake.create()
+
+    def test_a_table_deleted_since_is_created_again(self, tmp_path):
+        lake = self.checked_lake(tmp_path / "lake")
+        shutil.rmtree(lake.table_uri("slices"))
+        lake.create()
+        assert lake.version("slices") == 0 and columns(lake, "slices") == schema_of("slices").names
+
+    def test_a_table_deleted_and_created_again_at_the_version_checked_is_checked_again(self, tmp_path):
+        lake = self.checked_lake(tmp_path / "lake")
+        shutil.rmtree(lake.table_uri("runs"))
+        DeltaTable.create(
+            lake.table_uri("runs"),
+            schema_of("runs"),
+            configuration={"harvest.schema_version": "99"},
+            raise_if_key_not_exists=False,
+        )
+        assert lake.version("runs") == 0  # the version this instance checked: only its log entry differs
+        with pytest.raises(SchemaMismatchError, match="'runs' has schema version 99"):
+            lake.create()
+
+    def test_a_migrated_table_is_opened_once_more_then_not_again(self, tmp_path, looked_at):
+        lake = Lake(tmp_path / "lake")
+        kept = ("request_id", "model_uri", "task_id", "candidate_hashes", "scores", "chosen", "at")
+        DeltaTable.create(
+            lake.table_uri("rerank_events"),
+            pa.schema([f for f in schema_of("rerank_events") if f.name in kept]),
+        )
+        Lake(lake.uri).create(tables=[t for t in TABLE_NAMES if t != "rerank_events"])
+        lake.create()  # checks every table and migrates rerank_events
+        assert len(migrations_committed(lake, "rerank_events")) == 1
+        looked_at.clear()
+        lake.create()  # the migration's commit changed the metadata: checked again, nothing to commit
+        assert looked_at == ["rerank_events", "rerank_events"]
+        assert len(migrations_committed(lake, "rerank_events")) == 1
+        looked_at.clear()
+        lake.create()
+        assert looked_at == []
