@@ -1046,6 +1046,65 @@ class TestCodexHistoryRewrites:
         marks = [json.loads(s["extra"]).get("replayed_by_compaction") for s in steps]
         assert marks == [None] * 6 + [True, True, None, None]  # the requests sent again, then the summary
 
+    IMAGE: ClassVar[dict[str, Any]] = {"type": "input_image", "image_url": "data:image/png;base64,iVBO="}
+
+    def _kept_by_compaction(self, tmp_path: Path, *requests: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+        """What the model is sent after a compaction without replacement history of a session whose requests
+        (user messages of these content items) came before it."""
+        lines: list[tuple[str, dict[str, Any]]] = [_meta("abab"), *self.OPENING]
+        for content in requests:
+            request = {"type": "message", "role": "user", "content": content}
+            lines += [("response_item", request), _say("On it.")]
+        lines += [("compacted", {"message": self.SUMMARY}), _say("Done.")]
+        path = _write_rollout(tmp_path / "rollout-2026-03-01T10-00-00-abab.jsonl", lines)
+        lake, _, trajectory, _ = _ingest_one(path)
+        (loaded,) = load_steps(lake, [trajectory["trajectory_id"]]).values()
+        shown = _contents(seen_before(loaded, len(loaded) - 1))
+        assert shown[:2] == _contents(loaded[:2]) and shown[-1] == ("user", self.SUMMARY)
+        return shown[2:-1]
+
+    @pytest.mark.parametrize(
+        ("content", "sent"),
+        [
+            # protocol/src/models.rs local_image_open_tag_text: the tags around an image are no text
+            pytest.param(
+                [
+                    {"type": "input_text", "text": "<image name=[Image #1]>"},
+                    IMAGE,
+                    {"type": "input_text", "text": "</image>"},
+                    {"type": "input_text", "text": "fix the layout"},
+                ],
+                "fix the layout",
+                id="image-tags",
+            ),
+            # UserMessageItem::message() joins the text inputs with nothing between them
+            pytest.param(
+                [{"type": "input_text", "text": "fix the layout"}, {"type": "input_text", "text": " of it"}],
+                "fix the layout of it",
+                id="text-items",
+            ),
+            pytest.param([IMAGE], "", id="image-only"),  # message() of images alone: sent as an empty message
+        ],
+    )
+    def test_a_kept_request_is_sent_as_the_text_codex_reads_its_message_as(self, tmp_path, content, sent):
+        """codex-rs core/src/codex/rollout_reconstruction.rs rebuilds a compaction without replacement
+        history with compact.rs collect_user_messages: each user message as event_mapping.rs
+        parse_user_message reads it (the tags around an image dropped), its text items.rs
+        UserMessageItem::message() (text inputs joined by ""); build_compacted_history sends each as one
+        input_text, an image-only request as an empty one. _kept_requests joined the text parts with "\n",
+        kept the tags and dropped an image-only request."""
+        kept = self._kept_by_compaction(tmp_path, content, [{"type": "input_text", "text": "also add tests"}])
+        assert kept == [("user", sent), ("user", "also add tests")]
+
+    def test_no_request_is_kept_once_the_token_budget_is_spent(self, tmp_path):
+        """build_compacted_history_with_limit stops when no token is left (``remaining == 0``), before an
+        empty message that would cost none: the empty request before a request of exactly 20,000 tokens
+        (80,000 bytes) is not sent again. _kept_requests kept it (0 tokens fit in 0)."""
+        full = "x" * 80_000
+        empty = [{"type": "input_text", "text": ""}]
+        kept = self._kept_by_compaction(tmp_path, empty, [{"type": "input_text", "text": full}])
+        assert kept == [("user", full)]
+
     def test_an_empty_summary_is_sent_as_no_summary_available(self, tmp_path):
         """build_compacted_history sends ``(no summary available)`` in place of an empty summary."""
         steps = self._compacted_session(tmp_path, {"message": ""})

@@ -256,6 +256,12 @@ _EXIT_CODE_LINE = re.compile(r"^(?:Process exited with code|Exit code:|Shell exi
 _HEADER_LINES = 12
 # The key of a step spec (not a column) that says whether the message it was read from is injected context.
 _INJECTED = "_injected_context"
+# The key of a user message's step spec (not a column) that holds the text codex-rs reads the message as
+# (_request_text): what a compaction without a replacement history sends again.
+_REQUEST_TEXT = "_request_text"
+# The texts codex-rs puts around an image it sends (protocol/src/models.rs: ``<image>`` or a local image's
+# ``<image name=[Image #1]>`` / ``<image name=[Image #1] path="...">`` before it, ``</image>`` after it).
+_IMAGE_OPEN_TAG, _LOCAL_IMAGE_OPEN_PREFIX, _IMAGE_CLOSE_TAG = "<image>", "<image name=", "</image>"
 
 
 # Additional context a client sends with a turn (core/src/context/fragments.rs ``AdditionalContextFragment``,
@@ -578,16 +584,17 @@ class _Session:
         return count
 
     def _kept_requests(self) -> list[str]:
-        """The requests a compaction without a replacement history keeps (``build_compacted_history``): the
-        user's messages in the history since the last compaction, the latest ones up to 20,000 tokens (4
-        bytes a token, as ``approx_token_count`` counts); one that does not fit whole, which upstream cuts
-        to the tokens left, is left out. A request with images is kept as its text (``collect_user_messages``
-        takes ``UserMessageItem::message()``, the text inputs; the images are not sent again)."""
+        """The requests a compaction without a replacement history keeps, as a resumed session rebuilds them
+        (codex-rs ``core/src/codex/rollout_reconstruction.rs``: ``collect_user_messages`` of the history,
+        then ``build_compacted_history``, ``core/src/compact.rs``): the user's messages in the history since
+        the last compaction, the latest ones up to 20,000 tokens (4 bytes a token, as ``approx_token_count``
+        counts); one that does not fit whole, which upstream cuts to the tokens left, is left out. Each is
+        the text upstream reads the message as (``UserMessageItem::message()``, see :func:`_request_text`):
+        a request with images is its text alone, one of images alone the empty text, sent as such."""
         start = max((i for i, s in enumerate(self.steps) if s["extra"].get(SUMMARIZES_STEPS)), default=0)
         texts = []
         for step in self.steps[start:]:
-            content = step.get("content")
-            text = _user_input_text(content) if isinstance(content, list) else content
+            text = step.get(_REQUEST_TEXT, step.get("content"))
             if (
                 step["role"] == "user"
                 and step["extra"].get("item_type") == "message"
@@ -599,7 +606,7 @@ class _Session:
         kept, left = [], _COMPACT_USER_MESSAGE_TOKENS
         for text in reversed(texts):
             tokens = (len(text.encode()) + 3) // 4
-            if tokens > left:
+            if left == 0 or tokens > left:  # upstream stops once no token is left, even for an empty text
                 break
             kept.append(text)
             left -= tokens
@@ -850,7 +857,8 @@ class _Session:
         call_id = spec.get("tool_call_id")
         if spec["role"] == "tool" and spec.get("is_error") is None and call_id in self.call_results:
             spec = {**spec, "is_error": self.call_results[call_id]["is_error"]}
-        return make_step(trajectory, index, **{k: v for k, v in spec.items() if k != _INJECTED})
+        columns = {k: v for k, v in spec.items() if k not in (_INJECTED, _REQUEST_TEXT)}
+        return make_step(trajectory, index, **columns)
 
     def _task_prompt(self) -> str | None:
         """The session's own first request; a subagent that has none takes its parent's replayed one."""
@@ -924,6 +932,8 @@ def _item_step(kind: str, item: dict[str, Any]) -> dict[str, Any] | None:
         step = _step(role, item, ("role", "content"), content=_content_text(parts, "message.content"))
         if isinstance(parts, list):  # whether any item is injected context; the text joins them
             step[_INJECTED] = is_injected_context(parts)
+            if role == "user":
+                step[_REQUEST_TEXT] = _request_text(parts)
         return step
     if kind == "agent_message":
         text, encrypted = _agent_message_content(item.get("content"))
@@ -994,6 +1004,31 @@ def _item_step(kind: str, item: dict[str, Any]) -> dict[str, Any] | None:
         content = json.dumps(item.get("tools"), ensure_ascii=False)
         return _step("tool", item, ("call_id", "tools"), content=content, tool_call_id=item.get("call_id"))
     return None  # ghost_snapshot, compaction, context_compaction, other: kept in the trajectory's extra
+
+
+def _request_text(parts: list[Any]) -> str:
+    """The text codex-rs reads a user message's content items as (``core/src/event_mapping.rs``
+    ``parse_user_message``, then ``protocol/src/items.rs`` ``UserMessageItem::message()``): its
+    ``input_text`` items joined with nothing between them. Images and ``output_text`` items give no text, nor
+    do the tags around an image (an open tag right before an ``input_image``, ``</image>`` right after one);
+    a message of images alone is the empty text."""
+
+    def image_at(index: int) -> bool:
+        part = parts[index] if 0 <= index < len(parts) else None
+        return isinstance(part, dict) and part.get("type") == "input_image"
+
+    texts = []
+    for index, part in enumerate(parts):
+        text = part.get("text") if isinstance(part, dict) and part.get("type") == "input_text" else None
+        if not isinstance(text, str):
+            continue
+        opens = text == _IMAGE_OPEN_TAG or (
+            text.startswith(_LOCAL_IMAGE_OPEN_PREFIX) and text[len(_LOCAL_IMAGE_OPEN_PREFIX) :].endswith(">")
+        )
+        if (opens and image_at(index + 1)) or (text == _IMAGE_CLOSE_TAG and image_at(index - 1)):
+            continue
+        texts.append(text)
+    return "".join(texts)
 
 
 def _replayed_request(text: str) -> dict[str, Any]:
