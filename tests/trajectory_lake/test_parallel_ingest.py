@@ -170,6 +170,45 @@ def test_reader_processes_leave_the_objects_they_inherit_out_of_their_collection
     assert gc.get_freeze_count() == 0  # this process's collections are as they were
 
 
+def _detect_noting_it(source, errors=None):
+    """``adapters.detect``, noting beside the test which process detected the source (a module-level function:
+    forked processes find it by name)."""
+    note = Path(os.environ["HARVEST_TEST_DETECT_NOTES"]) / f"{os.getpid()}-{source.path.parent.name}"
+    note.touch()
+    return detect(source, errors)
+
+
+def test_files_are_detected_in_worker_processes_in_a_parallel_ingest(corpus, tmp_path, monkeypatch):
+    # The parent detected every file (sniffers over its head, run hints) before any reader started: ~0.8 s
+    # of one core on a hundred 9 MB OpenHands outputs, the other cores idle. A pool of as many processes as
+    # the readers detects them now, and the parent gathers what they found in input order (the same rows:
+    # test_parallel_readers_write_the_same_rows_as_one_process).
+    ingest_module = importlib.import_module("trajectory_lake.ingest")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    monkeypatch.setattr(ingest_module, "detect", _detect_noting_it)
+    monkeypatch.setenv("HARVEST_TEST_DETECT_NOTES", str(notes))
+    runs = []
+    for index in range(6):
+        path = tmp_path / "in" / f"run-{index}" / "preds.jsonl"
+        path.parent.mkdir(parents=True)
+        path.write_text(f'{{"instance_id": "a__b-{index}", "model_patch": "diff"}}\n')
+        runs.append(path.parent.name)
+
+    report = ingest([tmp_path / "in"], Lake(tmp_path / "lake"), workers=2, parallel_min_bytes=0)
+
+    assert report.counts["candidates"].written == 6 and not unreconciled(report)
+    detected = [note.name.split("-", 1) for note in notes.iterdir()]
+    assert sorted(run for _, run in detected) == runs  # each file once
+    assert str(os.getpid()) not in {pid for pid, _ in detected}
+
+    notes_in_process = tmp_path / "notes-1"
+    notes_in_process.mkdir()
+    monkeypatch.setenv("HARVEST_TEST_DETECT_NOTES", str(notes_in_process))
+    ingest([tmp_path / "in"], Lake(tmp_path / "lake-1"), workers=1, parallel_min_bytes=0)
+    assert {note.name.split("-", 1)[0] for note in notes_in_process.iterdir()} == {str(os.getpid())}
+
+
 def _read_member_noting_it(source, adapter, group, stamp):
     """``ingest._read_member``, noting that the source was read (a module-level function: the pool pickles it
     by name)."""
