@@ -363,7 +363,7 @@ def ingest(
         origins: dict[Path, dict[str, tuple[SourceFile, Adapter]]] = {}
         # detected in as many processes as the files would be read in (told by their size on disk)
         on_disk = sum(path.stat().st_size for path in files)
-        detecting = 1 if on_disk < parallel_min_bytes else workers or min(os.cpu_count() or 1, 8)
+        detecting = _processes(on_disk, workers, parallel_min_bytes)
         groups = _group(files, report, writer, origins, processes=detecting)
         _read_submissions(groups, report, writer)
         _list_files_beside(groups, report)
@@ -378,7 +378,7 @@ def ingest(
         members = sorted(((g, s, a) for g, ms in groups for s, a in ms), key=lambda m: -m[2].rank)
         members = [(g, part, a) for g, s, a in members for part in _parts(s, a, part_bytes)]
         total = sum(s.size for _, s, _ in members)
-        processes = 1 if total < parallel_min_bytes else min(workers or min(os.cpu_count() or 1, 8), len(members))
+        processes = min(_processes(total, workers, parallel_min_bytes), len(members))
         pending = 0
         read = _read_members(members, processes, lazy_bytes=part_bytes, stamp=writer.stamp,
                              spool_in=Path(staging_dir))
@@ -716,6 +716,12 @@ def _parts(source: SourceFile, adapter: Adapter, part_bytes: int) -> list[Source
         for (offset, first), end in zip(cuts, ends, strict=True)
         if end > offset
     ]
+
+
+def _processes(size: int, workers: int | None, parallel_min_bytes: int) -> int:
+    """How many processes detect or read ``size`` bytes of input: one below ``parallel_min_bytes``, else
+    ``workers`` (default one per core, at most 8)."""
+    return 1 if size < parallel_min_bytes else workers or min(os.cpu_count() or 1, 8)
 
 
 def _line_breaks(data: bytes, previous: bytes) -> int:
