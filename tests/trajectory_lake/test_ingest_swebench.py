@@ -1390,25 +1390,29 @@ class TestSweBenchInfraFailures:
             ("django__django-11039", "infra_error", 1.0),
         }
 
+    def _outcomes_of_entry(self, tmp_path, *, resolved: bool, statuses: dict) -> pl.DataFrame:
+        """The outcomes of django__django-11019 when its report entry has ``resolved`` and ``statuses``."""
+        run = self._run(tmp_path)
+        entry = {**_DAEMON_REPORTS["django__django-11019"], "resolved": resolved, "tests_status": statuses}
+        report_path = run / "logs" / "django__django-11019" / "report.json"
+        report_path.write_text(json.dumps({"django__django-11019": entry}))
+        lake = Lake(tmp_path / "lake")
+        assert ingest([run], lake).total("quarantined") == 0
+        return lake.read("outcomes").filter(pl.col("task_id") == "swe-bench/django__django-11019")
+
     def test_each_test_category_gives_its_pass_rate(self, tmp_path):
         """grading.get_eval_report's ``tests_status`` holds, per category, the tests that pass after the patch
         (``success``) and those that do not (``failure``). Besides FAIL_TO_PASS's pass rate, PASS_TO_PASS's
         (the tests the patch must not break; resolution needs all of them) was dropped, and so were the
         FAIL_TO_FAIL and PASS_TO_FAIL ones the harness fills when asked (``calculate_to_fail``): each is a
         ``<category>_pass_rate`` outcome where the category lists tests, none where it is empty."""
-        run = self._run(tmp_path)
         statuses = {
             "FAIL_TO_PASS": {"success": [], "failure": []},
             "PASS_TO_PASS": {"success": ["test_a", "test_b", "test_c"], "failure": ["test_d"]},
             "FAIL_TO_FAIL": {"success": ["test_e"], "failure": []},
             "PASS_TO_FAIL": {"success": [], "failure": ["test_f", "test_g"]},
         }
-        entry = {**_DAEMON_REPORTS["django__django-11019"], "resolved": False, "tests_status": statuses}
-        report_path = run / "logs" / "django__django-11019" / "report.json"
-        report_path.write_text(json.dumps({"django__django-11019": entry}))
-        lake = Lake(tmp_path / "lake")
-        assert ingest([run], lake).total("quarantined") == 0
-        rows = lake.read("outcomes").filter(pl.col("task_id") == "swe-bench/django__django-11019")
+        rows = self._outcomes_of_entry(tmp_path, resolved=False, statuses=statuses)
         assert dict(rows.select("name", "value").iter_rows()) == {
             "resolved": 0.0,
             "p2p_pass_rate": 0.75,
@@ -1420,18 +1424,12 @@ class TestSweBenchInfraFailures:
         """A category that is not the harness's ``{success, failure}`` lists (a list of names, counts) gave an
         AttributeError that quarantined the whole entry, its verdict with it (review of 5de8cf6): it gives no
         rate, and the entry, that category included, is the verdict's extra."""
-        run = self._run(tmp_path)
         statuses = {
             "FAIL_TO_PASS": {"success": ["test_x"], "failure": []},
             "PASS_TO_PASS": {"success": 3, "failure": 0},
             "PASS_TO_FAIL": ["test_f"],
         }
-        entry = {**_DAEMON_REPORTS["django__django-11019"], "resolved": True, "tests_status": statuses}
-        report_path = run / "logs" / "django__django-11019" / "report.json"
-        report_path.write_text(json.dumps({"django__django-11019": entry}))
-        lake = Lake(tmp_path / "lake")
-        assert ingest([run], lake).total("quarantined") == 0
-        rows = lake.read("outcomes").filter(pl.col("task_id") == "swe-bench/django__django-11019")
+        rows = self._outcomes_of_entry(tmp_path, resolved=True, statuses=statuses)
         assert dict(rows.select("name", "value").iter_rows()) == {"resolved": 1.0, "f2p_pass_rate": 1.0}
         (extra,) = rows.filter(pl.col("name") == "resolved")["extra"]
         assert json.loads(extra)["tests_status"] == statuses
